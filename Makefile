@@ -1,0 +1,93 @@
+# cltrain: one non-recursive Makefile. Objects live under build/.
+#   make            build build/cltrain and build/libcltrain.a
+#   make test       install missing Debian packages, build, run the suite
+#   make run        install, build, train mnist-cnn on Fashion-MNIST for one epoch
+#   make bench      cltrain bench kernels + train (+ PyTorch when installed)
+#   make asan|tsan  the suite under AddressSanitizer / ThreadSanitizer
+CC      ?= cc
+BUILD   ?= build
+PREFIX  ?= /usr/local
+PKGS    := OpenCL clblast inih zlib libcurl libcrypto
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
+           -Iinclude -I$(BUILD) -DCL_TARGET_OPENCL_VERSION=120 \
+           $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -pthread
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lOpenCL -lclblast -linih -lz -lcurl -lcrypto) -lstdc++ -lm -pthread
+SAN     ?=
+CFLAGS  += $(SAN)
+LDFLAGS += $(SAN)
+
+LIB_SRC  := $(sort $(wildcard src/util/*.c src/cl/*.c src/nn/*.c src/optim/*.c src/data/*.c \
+                              src/pipe/*.c src/train/*.c src/ref/*.c))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+KERNELS  := $(sort $(wildcard kernels/*.cl))
+MODELS   := $(sort $(wildcard models/*.cfg))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/kernels_embed.o $(BUILD)/models_embed.o
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
+
+.PHONY: all test check run bench asan tsan install clean deps
+all: $(BUILD)/cltrain $(TESTS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Kernels are embedded as byte arrays (C11 string literals are only
+# guaranteed to 4095 characters); CLTRAIN_KERNEL_DIR reads them from disk.
+$(BUILD)/tools/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O1 -Wall -Wextra $< -o $@
+$(BUILD)/kernels_embed.c: $(BUILD)/tools/embed $(KERNELS)
+	$(BUILD)/tools/embed $@ ct_embedded_kernels $(KERNELS)
+$(BUILD)/models_embed.c: $(BUILD)/tools/embed $(MODELS)
+	$(BUILD)/tools/embed $@ ct_embedded_models $(MODELS)
+$(BUILD)/%_embed.o: $(BUILD)/%_embed.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libcltrain.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/cltrain: $(CLI_OBJ) $(BUILD)/libcltrain.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libcltrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(BUILD)/libcltrain.a $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
+
+deps:
+	@tools/setup-deps.sh
+
+test: deps
+	$(MAKE) all
+	tests/run.sh $(BUILD)
+check: all
+	tests/run.sh $(BUILD)
+
+run: deps
+	$(MAKE) all
+	$(BUILD)/cltrain fashion-mnist --epochs 1
+
+bench: all
+	$(BUILD)/cltrain bench kernels
+	$(BUILD)/cltrain bench train
+	tools/bench-pytorch.sh $(BUILD)
+
+# Sanitizer builds go to their own folders; the suite runs on PoCL there too.
+asan:
+	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 CLTRAIN_SAN=asan tests/run.sh build-asan
+tsan:
+	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" all
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1" CLTRAIN_SAN=tsan tests/run.sh build-tsan
+
+install: $(BUILD)/cltrain
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/cltrain/models
+	install -m 755 $(BUILD)/cltrain $(DESTDIR)$(PREFIX)/bin/cltrain
+	install -m 644 models/*.cfg $(DESTDIR)$(PREFIX)/share/cltrain/models/
+
+clean:
+	rm -rf build build-asan build-tsan
+
+-include $(DEPS)

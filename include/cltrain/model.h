@@ -1,0 +1,82 @@
+/* model.h: a sequential network read from an INI-style .cfg (darknet-like,
+ * parsed with inih), its layers' forward and backward passes on the device,
+ * and the flat parameter / gradient / optimizer-moment buffers (llm.c-style:
+ * the optimizer is one launch). Layout NHWC. Parameter gradients accumulate
+ * (+=) and are cleared once per step (ct_model_zero_grad); input gradients
+ * overwrite. Tested by tests/test_layers.c (device vs reference, gradient
+ * checks) and tests/test_model.c (cfg parsing and its errors). */
+#ifndef CLTRAIN_MODEL_H
+#define CLTRAIN_MODEL_H
+#include "cltrain/gemm.h"
+
+enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE };
+enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
+enum { CT_OPT_ADAM, CT_OPT_SGD };
+
+typedef struct ct_layer {
+    int type, act;             /* act: CT_ACT_LINEAR / CT_ACT_RELU, fused into the GEMM */
+    int ih, iw, ic, oh, ow, oc; /* per-sample input and output shape */
+    int k, stride, pad;         /* conv and pool window */
+    size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer */
+    int line;                   /* line of its section in the .cfg */
+    cl_mem out;                 /* [batch, oh, ow, oc] */
+    cl_mem dx;                  /* [batch, ih, iw, ic]: gradient w.r.t. the input (not for layer 0) */
+} ct_layer;
+
+#define CT_MAX_LAYERS 64
+
+typedef struct ct_model {
+    char name[256];
+    char *cfg;                  /* the definition as text, kept for checkpoints */
+    int in_h, in_w, in_c, n_classes;
+    int n_layers;
+    ct_layer layers[CT_MAX_LAYERS];
+    size_t n_params;
+    double flops_fwd;           /* per sample, multiply-add = 2 */
+    /* device side, after ct_model_setup */
+    ct_cl *cl;
+    ct_gemm gemm;
+    int batch;
+    cl_program p_conv, p_pool, p_ops, p_optim;
+    cl_kernel k_im2col, k_col2im, k_pool_fwd, k_pool_bwd, k_u8, k_relu_bwd, k_xent, k_nonfinite, k_adam, k_sgd;
+    cl_mem params, grads, mom1, mom2, decay_mask;
+    cl_mem input, input_u8, labels, loss, pred, dlogits, ws, ones, flag;
+    size_t ws_floats;
+    int step;                   /* optimizer steps taken (Adam bias correction) */
+} ct_model;
+
+/* Parse a model definition. name is for messages (file name or built-in name). */
+int ct_model_parse(ct_model *m, const char *text, const char *name);
+/* Load --model NAME|FILE.cfg: a path if it contains '/' or ends in .cfg, else a built-in. */
+int ct_model_load(ct_model *m, const char *spec);
+/* Check the data shape fits the model's input. */
+int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name);
+/* Allocate every device buffer for batch size `batch` (nothing is allocated later). */
+int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode);
+/* He-normal weights, zero biases, from seed; zero optimizer state. */
+void ct_model_init_weights(ct_model *m, uint64_t seed);
+void ct_model_free(ct_model *m);
+/* Print the layer table. */
+void ct_model_summary(const ct_model *m, FILE *out);
+
+/* Upload B images of bytes (B*in_h*in_w*in_c) and labels, converting x = byte*scale + shift on the device. */
+void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *labels, int B, float scale, float shift);
+void ct_model_forward(ct_model *m, int B);
+/* Softmax cross-entropy on the last layer's output; fills loss, pred, dlogits (mean over B). */
+void ct_model_loss(ct_model *m, int B);
+void ct_model_backward(ct_model *m, int B);
+/* One layer: input is the previous layer's out (or m->input), dy is the next
+ * layer's dx (or m->dlogits). ReLU backward is applied to dy in place. */
+void ct_layer_forward(ct_model *m, int i, int B);
+void ct_layer_backward(ct_model *m, int i, int B);
+void ct_model_zero_grad(ct_model *m);
+typedef struct ct_optim { int kind; float lr, b1, b2, eps, wd, momentum; } ct_optim;
+void ct_model_step(ct_model *m, const ct_optim *o);
+/* Read back per-sample loss and predictions (blocking). Returns the loss sum. */
+double ct_model_read_results(ct_model *m, int B, int32_t *pred);
+/* 1 if any parameter gradient is NaN or Inf (blocking). */
+int ct_model_grads_nonfinite(ct_model *m);
+
+void ct_model_get_params(ct_model *m, float *host);
+void ct_model_set_params(ct_model *m, const float *host);
+#endif

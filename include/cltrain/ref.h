@@ -1,0 +1,28 @@
+/* ref.h: the plain-C float64 references every kernel is checked against.
+ * They are the specification: slow, obvious, no SIMD. Layout is NHWC.
+ * Tested by the finite-difference gradient checks in tests/test_ref.c. */
+#ifndef CLTRAIN_REF_H
+#define CLTRAIN_REF_H
+#include <stdint.h>
+
+/* C[M,N] = alpha*op(A)*op(B) + beta*C (+bias[n]) (relu if act) */
+void ref_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc, const float *bias, int act);
+
+typedef struct ref_conv_shape { int B, H, W, C, K, KH, KW, stride, pad, OH, OW; } ref_conv_shape;
+/* y[B,OH,OW,K] = conv(x[B,H,W,C], w[KH,KW,C,K]) + b[K], act applied. */
+void ref_conv_forward(const ref_conv_shape *s, float *y, const float *x, const float *w, const float *b, int act);
+/* given dy (gradient of the activated output) and y, dx overwritten, dw and db accumulated (+=). */
+void ref_conv_backward(const ref_conv_shape *s, float *dx, float *dw, float *db, const float *dy,
+                       const float *y, const float *x, const float *w, int act);
+
+/* max pool, window k, stride st, floor mode; ties go to the first maximum in (ky, kx) order */
+void ref_maxpool_forward(float *y, const float *x, int B, int H, int W, int C, int k, int st, int OH, int OW);
+void ref_maxpool_backward(float *dx, const float *dy, const float *x, int B, int H, int W, int C, int k, int st, int OH, int OW);
+
+/* mean softmax cross-entropy over B rows; dlogits = (softmax - onehot) / B; returns loss sum; counts correct */
+double ref_softmax_xent(float *dlogits, const float *logits, const int32_t *labels, int B, int C, int *correct);
+
+void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t);
+void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
+#endif

@@ -1,0 +1,122 @@
+/* gemm.cl: C = alpha * op(A) * B + beta * C, then + bias[n] and ReLU if asked.
+ * Row-major. op(A) is A stored [M, K] (transA = 0) or [K, M] (transA = 1).
+ * B is [K, N]. A B^T product is done by transposing B first (host side).
+ *
+ * Shape for CPUs (PoCL): one work-item computes a TM x (16*NV) tile of C in
+ * float16 accumulators held in registers; no local memory. Loads of A are
+ * scalar broadcasts, loads of B are 16-wide vectors, so the inner loop is
+ * TM*NV fused multiply-adds per NV vector loads. Rows and columns past the
+ * edge are clamped on load and skipped on store.
+ *
+ * Split-K: work-items with get_global_id(2) = s compute the K range
+ * [s*kchunk, min(K, (s+1)*kchunk)) and write their partial tile to
+ * C + s*M*ldc (alpha 1, beta 0, no bias); gemm_reduce sums the partials.
+ * Reference: src/ref/gemm.c; tests: tests/test_gemm.c. */
+#ifndef TM
+#define TM 8
+#endif
+#ifndef NV
+#define NV 2
+#endif
+
+inline float16 load16_edge(__global const float *p, int valid) {
+    float t[16];
+    for (int j = 0; j < 16; j++) t[j] = j < valid ? p[j] : 0.0f;
+    return vload16(0, t);
+}
+
+#define GEMM_LOOP(ALOAD, BLOAD)                                        \
+    for (int k = k0; k < k1; k++) {                                    \
+        __global const float *brow = B + (size_t)k * ldb + n0;          \
+        float16 b[NV];                                                 \
+        _Pragma("unroll") for (int v = 0; v < NV; v++) b[v] = BLOAD;   \
+        _Pragma("unroll") for (int r = 0; r < TM; r++) {               \
+            const float a = ALOAD;                                     \
+            _Pragma("unroll") for (int v = 0; v < NV; v++)             \
+                acc[r][v] = fma((float16)(a), b[v], acc[r][v]);        \
+        }                                                              \
+    }
+
+__kernel void gemm(const int M, const int N, const int K, const float alpha,
+                   __global const float *A, const int offA, const int lda, const int transA,
+                   __global const float *B, const int offB, const int ldb,
+                   const float beta, __global float *C, const int offC, const int ldc,
+                   __global const float *bias, const int offBias, const int act, const int kchunk) {
+    const int m0 = (int)get_global_id(0) * TM;
+    const int n0 = (int)get_global_id(1) * (16 * NV);
+    if (m0 >= M || n0 >= N) return;
+    const int s = (int)get_global_id(2);
+    const int k0 = s * kchunk;
+    const int k1 = min(K, k0 + kchunk);
+    A += offA;
+    B += offB;
+    C += offC + (size_t)s * M * ldc;
+    float16 acc[TM][NV];
+    _Pragma("unroll") for (int r = 0; r < TM; r++)
+        _Pragma("unroll") for (int v = 0; v < NV; v++) acc[r][v] = (float16)(0.0f);
+    int mr[TM];
+    _Pragma("unroll") for (int r = 0; r < TM; r++) mr[r] = min(m0 + r, M - 1);
+    const int full = n0 + 16 * NV <= N;
+    if (!transA) {
+        if (full) { GEMM_LOOP(A[(size_t)mr[r] * lda + k], vload16(v, brow)) }
+        else      { GEMM_LOOP(A[(size_t)mr[r] * lda + k], load16_edge(brow + 16 * v, N - n0 - 16 * v)) }
+    } else {
+        if (full) { GEMM_LOOP(A[(size_t)k * lda + mr[r]], vload16(v, brow)) }
+        else      { GEMM_LOOP(A[(size_t)k * lda + mr[r]], load16_edge(brow + 16 * v, N - n0 - 16 * v)) }
+    }
+    _Pragma("unroll") for (int r = 0; r < TM; r++) {
+        const int m = m0 + r;
+        if (m < M) {
+            __global float *crow = C + (size_t)m * ldc + n0;
+            _Pragma("unroll") for (int v = 0; v < NV; v++) {
+                const int nv = n0 + 16 * v;
+                if (nv < N) {
+                    float16 c = alpha * acc[r][v];
+                    const int valid = N - nv;
+                    if (valid >= 16) {
+                        if (beta != 0.0f) c += beta * vload16(v, crow);
+                        if (bias) c += vload16(0, bias + offBias + nv);
+                        if (act == CT_ACT_RELU) c = fmax(c, (float16)(0.0f));
+                        vstore16(c, v, crow);
+                    } else {
+                        float t[16];
+                        vstore16(c, 0, t);
+                        for (int j = 0; j < valid; j++) {
+                            float x = t[j];
+                            if (beta != 0.0f) x += beta * crow[16 * v + j];
+                            if (bias) x += bias[offBias + nv + j];
+                            if (act == CT_ACT_RELU) x = fmax(x, 0.0f);
+                            crow[16 * v + j] = x;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* C[m, n] = alpha * sum_s P[s][m][n] + beta * C[m, n] (+ bias[n]) (ReLU).
+ * One work-item per element; P is [S][M][ldp] at offset offP (P may be C itself, S = 1). */
+__kernel void gemm_reduce(const int M, const int N, const int S, const float alpha,
+                          __global const float *P, const int offP, const int ldp, const float beta,
+                          __global float *C, const int offC, const int ldc,
+                          __global const float *bias, const int offBias, const int act) {
+    const int n = (int)get_global_id(0), m = (int)get_global_id(1);
+    if (n >= N || m >= M) return;
+    float sum = 0.0f;
+    const size_t stride = (size_t)M * ldp;
+    for (int s = 0; s < S; s++) sum += P[offP + s * stride + (size_t)m * ldp + n];
+    float x = alpha * sum;
+    __global float *c = C + offC + (size_t)m * ldc + n;
+    if (beta != 0.0f) x += beta * *c;
+    if (bias) x += bias[offBias + n];
+    if (act == CT_ACT_RELU) x = fmax(x, 0.0f);
+    *c = x;
+}
+
+/* out[c, r] = in[r, c]: in is [R, Cc] with row stride ld; out is dense [Cc, R]. */
+__kernel void transpose(__global float *out, const int offOut, __global const float *in, const int offIn,
+                        const int R, const int Cc, const int ld) {
+    const int c = (int)get_global_id(0), r = (int)get_global_id(1);
+    if (c < Cc && r < R) out[offOut + (size_t)c * R + r] = in[offIn + (size_t)r * ld + c];
+}

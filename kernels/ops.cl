@@ -1,0 +1,48 @@
+/* ops.cl: small element-wise kernels: input conversion, ReLU backward,
+ * the fused softmax cross-entropy, and the non-finite check.
+ * References: src/ref/ops.c; tests: tests/test_ops.c. */
+
+/* x[i] = u8[i] * scale + shift: a batch of bytes arrives, floats are computed here */
+__kernel void u8_to_f32(__global float *x, __global const uchar *u8, const int offU8, const float scale,
+                        const float shift, const int n) {
+    const int i = (int)get_global_id(0);
+    if (i < n) x[i] = (float)u8[offU8 + i] * scale + shift;
+}
+
+/* dz[i] = y[i] > 0 ? dz[i] : 0, in place: gradient through a fused ReLU whose output is y */
+__kernel void relu_bwd(__global float *dz, __global const float *y, const int n) {
+    const int i = (int)get_global_id(0);
+    if (i < n && !(y[i] > 0.0f)) dz[i] = 0.0f;
+}
+
+/* One work-item per row. Numerically stable: log-sum-exp after subtracting the
+ * row maximum, so no log(0) and no overflow on large logits. Writes
+ * loss[b] = logsumexp - logit[label], pred[b] = argmax (first maximum) and
+ * dlogits = (softmax - onehot) * scale (scale = 1/B for a mean loss). */
+__kernel void softmax_xent(__global float *loss, __global int *pred, __global float *dlogits,
+                           __global const float *logits, __global const int *labels, const int offLabels,
+                           const int B, const int C, const float scale) {
+    const int b = (int)get_global_id(0);
+    if (b >= B) return;
+    __global const float *z = logits + (size_t)b * C;
+    float m = z[0];
+    int arg = 0;
+    for (int j = 1; j < C; j++)
+        if (z[j] > m) { m = z[j]; arg = j; }
+    float sum = 0.0f;
+    for (int j = 0; j < C; j++) sum += exp(z[j] - m);
+    const float lse = m + log(sum);
+    const int y = labels[offLabels + b];
+    loss[b] = lse - z[y];
+    pred[b] = arg;
+    __global float *d = dlogits + (size_t)b * C;
+    for (int j = 0; j < C; j++) d[j] = (exp(z[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale;
+}
+
+/* flag[0] = 1 if any of x[0..n) is NaN or Inf; grid-stride so a few work-items scan all */
+__kernel void nonfinite(__global int *flag, __global const float *x, const int off, const int n) {
+    const int stride = (int)get_global_size(0);
+    int bad = 0;
+    for (int i = (int)get_global_id(0); i < n; i += stride) bad |= !isfinite(x[off + i]);
+    if (bad) flag[0] = 1;
+}

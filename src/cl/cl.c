@@ -1,0 +1,422 @@
+/* cl.c: OpenCL platform/device choice, context, queues, program build with an
+ * on-disk binary cache (ggml-style: key = hash of prelude, source, options,
+ * device, driver, device and platform versions; written to a temporary name,
+ * then renamed; any mismatch quietly recompiles), buffers and launches.
+ * Depends on the ICD loader only (libOpenCL.so.1). Tested by tests/test_cl.c. */
+#include "cltrain/cl.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern const struct ct_embedded { const char *name; const char *src; } ct_embedded_kernels[];
+
+const char *ct_cl_errstr(cl_int e) {
+    switch (e) {
+#define E(x) case x: return #x;
+    E(CL_SUCCESS) E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
+    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
+    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_IMAGE_FORMAT_MISMATCH)
+    E(CL_IMAGE_FORMAT_NOT_SUPPORTED) E(CL_BUILD_PROGRAM_FAILURE) E(CL_MAP_FAILURE)
+    E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    E(CL_COMPILE_PROGRAM_FAILURE) E(CL_LINKER_NOT_AVAILABLE) E(CL_LINK_PROGRAM_FAILURE)
+    E(CL_INVALID_VALUE) E(CL_INVALID_DEVICE_TYPE) E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE)
+    E(CL_INVALID_CONTEXT) E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE)
+    E(CL_INVALID_HOST_PTR) E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_BINARY) E(CL_INVALID_BUILD_OPTIONS)
+    E(CL_INVALID_PROGRAM) E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME)
+    E(CL_INVALID_KERNEL_DEFINITION) E(CL_INVALID_KERNEL) E(CL_INVALID_ARG_INDEX)
+    E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE) E(CL_INVALID_KERNEL_ARGS)
+    E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE) E(CL_INVALID_WORK_ITEM_SIZE)
+    E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST) E(CL_INVALID_EVENT)
+    E(CL_INVALID_OPERATION) E(CL_INVALID_BUFFER_SIZE) E(CL_INVALID_GLOBAL_WORK_SIZE)
+    E(CL_INVALID_PROPERTY) E(CL_PLATFORM_NOT_FOUND_KHR)
+#undef E
+    default: return "CL_UNKNOWN_ERROR";
+    }
+}
+
+void ct_cl_die(cl_int e, const char *call, const char *file, int line) {
+    fprintf(stderr, "cltrain: OpenCL call failed: %s -> %s (%d) at %s:%d\n", call, ct_cl_errstr(e), (int)e, file, line);
+    abort();
+}
+
+static int get_platforms(cl_platform_id **out, cl_uint *n) {
+    *out = NULL;
+    *n = 0;
+    cl_int e = clGetPlatformIDs(0, NULL, n);
+    if (e == CL_PLATFORM_NOT_FOUND_KHR || *n == 0)
+        return ct_fail(CT_EDEVICE, "no OpenCL platform found; install a driver (Debian: pocl-opencl-icd for the CPU, "
+                                   "nvidia-opencl-icd, mesa-opencl-icd or intel-opencl-icd) and check `clinfo`");
+    CL_TRY(e);
+    *out = ct_xcalloc(*n, sizeof **out);
+    CL_TRY(clGetPlatformIDs(*n, *out, NULL));
+    return 0;
+}
+
+static int get_devices(cl_platform_id p, cl_device_id **out, cl_uint *n) {
+    *out = NULL;
+    *n = 0;
+    cl_int e = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, NULL, n);
+    if (e == CL_DEVICE_NOT_FOUND) return 0;
+    CL_TRY(e);
+    *out = ct_xcalloc(*n, sizeof **out);
+    CL_TRY(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, *n, *out, NULL));
+    return 0;
+}
+
+int ct_cl_list(FILE *out) {
+    cl_platform_id *plats;
+    cl_uint np;
+    int rc = get_platforms(&plats, &np);
+    if (rc) return rc;
+    for (cl_uint p = 0; p < np; p++) {
+        char name[256] = "", ver[256] = "";
+        clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof name, name, NULL);
+        clGetPlatformInfo(plats[p], CL_PLATFORM_VERSION, sizeof ver, ver, NULL);
+        fprintf(out, "platform %u: %s (%s)\n", p, name, ver);
+        cl_device_id *devs;
+        cl_uint nd;
+        if (get_devices(plats[p], &devs, &nd)) { free(plats); return CT_EDEVICE; }
+        for (cl_uint d = 0; d < nd; d++) {
+            char dn[256] = "", cver[128] = "";
+            cl_device_type t = 0;
+            cl_uint cu = 0;
+            cl_ulong gm = 0, lm = 0;
+            clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof dn, dn, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_OPENCL_C_VERSION, sizeof cver, cver, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gm, &gm, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
+            const char *ts = (t & CL_DEVICE_TYPE_GPU) ? "GPU" : (t & CL_DEVICE_TYPE_CPU) ? "CPU"
+                           : (t & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator" : "other";
+            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, global memory %.1f GiB, local memory %.0f KiB, %s\n",
+                    p, d, ts, dn, cu, (double)gm / (1 << 30), (double)lm / 1024, cver);
+        }
+        free(devs);
+    }
+    free(plats);
+    return 0;
+}
+
+static int parse_spec(const char *spec, int *p, int *d) {
+    char *end;
+    long a = strtol(spec, &end, 10);
+    if (end == spec || *end != ':') return -1;
+    const char *s2 = end + 1;
+    long b = strtol(s2, &end, 10);
+    if (end == s2 || *end) return -1;
+    if (a < 0 || b < 0) return -1;
+    *p = (int)a;
+    *d = (int)b;
+    return 0;
+}
+
+int ct_cl_open(ct_cl *cl, const char *spec) {
+    memset(cl, 0, sizeof *cl);
+    const char *from = "--device";
+    if (!spec || !*spec) { spec = getenv("CLTRAIN_DEVICE"); from = "CLTRAIN_DEVICE"; }
+    if (spec && !*spec) spec = NULL;
+    int want_p = -1, want_d = -1;
+    if (spec && parse_spec(spec, &want_p, &want_d))
+        return ct_fail(CT_EINPUT, "%s '%s': expected PLATFORM:DEVICE such as 0:0; see `cltrain devices`", from, spec);
+    cl_platform_id *plats;
+    cl_uint np;
+    int rc = get_platforms(&plats, &np);
+    if (rc) return rc;
+    int found = 0;
+    /* pass 0: GPUs only (default choice), pass 1: any device */
+    for (int pass = (want_p >= 0 ? 1 : 0); pass < 2 && !found; pass++) {
+        for (cl_uint p = 0; p < np && !found; p++) {
+            if (want_p >= 0 && (int)p != want_p) continue;
+            cl_device_id *devs;
+            cl_uint nd;
+            if (get_devices(plats[p], &devs, &nd)) { free(plats); return CT_EDEVICE; }
+            for (cl_uint d = 0; d < nd && !found; d++) {
+                if (want_d >= 0 && (int)d != want_d) continue;
+                cl_device_type t = 0;
+                clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+                if (pass == 0 && !(t & CL_DEVICE_TYPE_GPU)) continue;
+                cl->platform = plats[p];
+                cl->device = devs[d];
+                cl->plat_index = (int)p;
+                cl->dev_index = (int)d;
+                cl->is_gpu = !!(t & CL_DEVICE_TYPE_GPU);
+                cl->is_cpu = !!(t & CL_DEVICE_TYPE_CPU);
+                found = 1;
+            }
+            free(devs);
+        }
+    }
+    free(plats);
+    if (!found) {
+        if (spec) return ct_fail(CT_EINPUT, "%s '%s': no such device; `cltrain devices` lists the PLATFORM:DEVICE indices", from, spec);
+        return ct_fail(CT_EDEVICE, "no OpenCL device found; check `clinfo` (Debian: pocl-opencl-icd gives a CPU device)");
+    }
+    clGetPlatformInfo(cl->platform, CL_PLATFORM_NAME, sizeof cl->platform_name, cl->platform_name, NULL);
+    clGetPlatformInfo(cl->platform, CL_PLATFORM_VERSION, sizeof cl->platform_version, cl->platform_version, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_NAME, sizeof cl->device_name, cl->device_name, NULL);
+    clGetDeviceInfo(cl->device, CL_DRIVER_VERSION, sizeof cl->driver_version, cl->driver_version, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_VERSION, sizeof cl->device_version, cl->device_version, NULL);
+    cl_uint cu = 1;
+    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    cl->compute_units = (int)cu;
+    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof cl->max_wg, &cl->max_wg, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof cl->global_mem, &cl->global_mem, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof cl->local_mem, &cl->local_mem, NULL);
+    const char *s = getenv("CLTRAIN_SYNC");
+    cl->sync = s && atoi(s) > 0;
+    cl->profile = ct_debug_level() >= 2;
+    cl_int e;
+    cl->ctx = clCreateContext(NULL, 1, &cl->device, NULL, NULL, &e);
+    CL_TRY(e);
+    cl->queue = clCreateCommandQueue(cl->ctx, cl->device, cl->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
+    CL_TRY(e);
+    cl->xfer = clCreateCommandQueue(cl->ctx, cl->device, 0, &e);
+    if (e != CL_SUCCESS) cl->xfer = cl->queue;
+    CT_DEBUG(1, "device %d:%d %s (%s, driver %s, %d compute units)", cl->plat_index, cl->dev_index,
+             cl->device_name, cl->platform_name, cl->driver_version, cl->compute_units);
+    return 0;
+}
+
+void ct_cl_close(ct_cl *cl) {
+    if (cl->xfer && cl->xfer != cl->queue) clReleaseCommandQueue(cl->xfer);
+    if (cl->queue) clReleaseCommandQueue(cl->queue);
+    if (cl->ctx) clReleaseContext(cl->ctx);
+    memset(cl, 0, sizeof *cl);
+}
+
+/* ---- kernel sources ---- */
+
+char *ct_kernel_source(const char *file) {
+    const char *dir = getenv("CLTRAIN_KERNEL_DIR");
+    if (dir && *dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        FILE *f = fopen(path, "rb");
+        if (!f) return NULL;
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        char *s = ct_xmalloc((size_t)n + 1);
+        size_t got = fread(s, 1, (size_t)n, f);
+        fclose(f);
+        s[got] = 0;
+        return s;
+    }
+    for (const struct ct_embedded *e = ct_embedded_kernels; e->name; e++)
+        if (!strcmp(e->name, file)) return strdup(e->src);
+    return NULL;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s) {
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return (h ^ 0xff) * 0x100000001b3ull; /* separator so ("ab","c") != ("a","bc") */
+}
+
+static void cache_dir(char *out, size_t n) {
+    const char *d = getenv("CLTRAIN_CACHE_DIR");
+    if (d && *d) { snprintf(out, n, "%s", d); return; }
+    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (x && *x) snprintf(out, n, "%s/cltrain", x);
+    else if (home && *home) snprintf(out, n, "%s/.cache/cltrain", home);
+    else snprintf(out, n, "/tmp/cltrain-cache");
+}
+
+static void mkdirs(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(tmp, 0755); *p = '/'; }
+    mkdir(tmp, 0755);
+}
+
+static void print_build_log(ct_cl *cl, cl_program p, const char *file, const char *opts) {
+    size_t n = 0;
+    clGetProgramBuildInfo(p, cl->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+    char *log = ct_xmalloc(n + 1);
+    clGetProgramBuildInfo(p, cl->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+    log[n] = 0;
+    fprintf(stderr, "cltrain: building kernels/%s with options '%s' failed:\n%s\n", file, opts, log);
+    free(log);
+}
+
+int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *options) {
+    char *prelude = ct_kernel_source("prelude.cl");
+    char *src = ct_kernel_source(file);
+    if (!prelude || !src) {
+        free(prelude);
+        free(src);
+        return ct_fail(CT_EDEVICE, "kernel source kernels/%s not found (CLTRAIN_KERNEL_DIR=%s)", file,
+                       getenv("CLTRAIN_KERNEL_DIR") ? getenv("CLTRAIN_KERNEL_DIR") : "unset, embedded");
+    }
+    /* Training kernels never get -cl-fast-relaxed-math: NaN and Inf must stay visible. */
+    char opts[2048];
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s", options ? options : "");
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv1a(h, prelude); h = fnv1a(h, src); h = fnv1a(h, opts);
+    h = fnv1a(h, cl->device_name); h = fnv1a(h, cl->driver_version);
+    h = fnv1a(h, cl->device_version); h = fnv1a(h, cl->platform_version);
+    h = fnv1a(h, cl->platform_name);
+    char dir[4096], path[4200];
+    cache_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%016llx.bin", dir, (unsigned long long)h);
+    int no_cache = getenv("CLTRAIN_NO_CACHE") && atoi(getenv("CLTRAIN_NO_CACHE")) > 0;
+    cl_int e;
+    cl_program p = NULL;
+    /* try the cache */
+    FILE *f = no_cache ? NULL : fopen(path, "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        unsigned char *bin = n > 0 ? ct_xmalloc((size_t)n) : NULL;
+        if (bin && fread(bin, 1, (size_t)n, f) == (size_t)n) {
+            size_t len = (size_t)n;
+            const unsigned char *b = bin;
+            cl_int st;
+            p = clCreateProgramWithBinary(cl->ctx, 1, &cl->device, &len, &b, &st, &e);
+            if (p && (e != CL_SUCCESS || st != CL_SUCCESS || clBuildProgram(p, 1, &cl->device, opts, NULL, NULL) != CL_SUCCESS)) {
+                clReleaseProgram(p);
+                p = NULL;
+            }
+        }
+        free(bin);
+        fclose(f);
+        if (p) {
+            cl->cache_hits++;
+            CT_DEBUG(1, "kernels/%s: cached binary %s", file, path);
+        }
+    }
+    if (!p) {
+        double t0 = ct_now();
+        size_t lens[2] = {strlen(prelude), strlen(src)};
+        const char *srcs[2] = {prelude, src};
+        p = clCreateProgramWithSource(cl->ctx, 2, srcs, lens, &e);
+        if (e != CL_SUCCESS) { free(prelude); free(src); CL_TRY(e); }
+        e = clBuildProgram(p, 1, &cl->device, opts, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            print_build_log(cl, p, file, opts);
+            clReleaseProgram(p);
+            free(prelude);
+            free(src);
+            return ct_fail(CT_EDEVICE, "building kernels/%s failed (%s); the build log is above", file, ct_cl_errstr(e));
+        }
+        cl->build_seconds += ct_now() - t0;
+        cl->cache_misses++;
+        CT_DEBUG(1, "kernels/%s: compiled in %.2f s with '%s'", file, ct_now() - t0, opts);
+        /* store the binary: temporary name, then rename */
+        size_t bsize = 0;
+        if (!no_cache && clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof bsize, &bsize, NULL) == CL_SUCCESS && bsize) {
+            unsigned char *bin = ct_xmalloc(bsize);
+            if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
+                mkdirs(dir);
+                char tmp[4300];
+                snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+                FILE *w = fopen(tmp, "wb");
+                if (w) {
+                    int ok = fwrite(bin, 1, bsize, w) == bsize;
+                    ok &= fclose(w) == 0;
+                    if (ok) rename(tmp, path);
+                    else unlink(tmp);
+                }
+            }
+            free(bin);
+        }
+    }
+    free(prelude);
+    free(src);
+    *out = p;
+    return 0;
+}
+
+cl_kernel ct_cl_kernel(cl_program p, const char *name) {
+    cl_int e;
+    cl_kernel k = clCreateKernel(p, name, &e);
+    if (e != CL_SUCCESS) {
+        fprintf(stderr, "cltrain: kernel '%s' not found: %s\n", name, ct_cl_errstr(e));
+        abort();
+    }
+    return k;
+}
+
+int ct_cl_alloc(ct_cl *cl, cl_mem *out, size_t bytes, const char *what) {
+    if (bytes == 0) bytes = 4;
+    if (bytes > cl->max_alloc)
+        return ct_fail(CT_ENOMEM, "device buffer '%s' needs %.1f MiB but %s allows at most %.1f MiB in one buffer; try a smaller --batch-size",
+                       what, (double)bytes / 1048576, cl->device_name, (double)cl->max_alloc / 1048576);
+    cl_int e;
+    *out = clCreateBuffer(cl->ctx, CL_MEM_READ_WRITE, bytes, NULL, &e);
+    if (e != CL_SUCCESS || !*out)
+        return ct_fail(CT_ENOMEM, "allocating device buffer '%s' (%.1f MiB) failed: %s; try a smaller --batch-size",
+                       what, (double)bytes / 1048576, ct_cl_errstr(e));
+    return 0;
+}
+
+void ct_cl_release(cl_mem *m) {
+    if (*m) clReleaseMemObject(*m);
+    *m = NULL;
+}
+
+void ct_cl_write(ct_cl *cl, cl_mem m, size_t off, size_t bytes, const void *src) {
+    CL_CHECK(clEnqueueWriteBuffer(cl->queue, m, CL_TRUE, off, bytes, src, 0, NULL, NULL));
+}
+
+void ct_cl_read(ct_cl *cl, cl_mem m, size_t off, size_t bytes, void *dst) {
+    CL_CHECK(clEnqueueReadBuffer(cl->queue, m, CL_TRUE, off, bytes, dst, 0, NULL, NULL));
+}
+
+void ct_cl_fill0(ct_cl *cl, cl_mem m, size_t off, size_t bytes) {
+    float zero = 0;
+    CT_ASSERT(off % 4 == 0 && bytes % 4 == 0);
+    if (bytes) CL_CHECK(clEnqueueFillBuffer(cl->queue, m, &zero, sizeof zero, off, bytes, 0, NULL, NULL));
+}
+
+void ct_cl_run(ct_cl *cl, cl_kernel k, const char *name, int dims, const size_t *gws, const size_t *lws) {
+    size_t g[3];
+    for (int i = 0; i < dims; i++) {
+        g[i] = lws ? ct_round_up(gws[i], lws[i]) : gws[i];
+        if (g[i] == 0) return;
+    }
+    cl_event ev = NULL;
+    cl_int e = clEnqueueNDRangeKernel(cl->queue, k, (cl_uint)dims, NULL, g, lws, 0, NULL, cl->profile ? &ev : NULL);
+    if (e != CL_SUCCESS) {
+        fprintf(stderr, "cltrain: launching %s (gws %zu %zu %zu, lws %zu %zu %zu) failed\n", name, g[0],
+                dims > 1 ? g[1] : 1, dims > 2 ? g[2] : 1, lws ? lws[0] : 0, lws && dims > 1 ? lws[1] : 0, lws && dims > 2 ? lws[2] : 0);
+        ct_cl_die(e, "clEnqueueNDRangeKernel", __FILE__, __LINE__);
+    }
+    if (cl->sync) {
+        e = clFinish(cl->queue);
+        if (e != CL_SUCCESS) {
+            fprintf(stderr, "cltrain: kernel %s failed\n", name);
+            ct_cl_die(e, "clFinish", __FILE__, __LINE__);
+        }
+    }
+    if (ev) {
+        CL_CHECK(clWaitForEvents(1, &ev));
+        cl_ulong t0 = 0, t1 = 0;
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+        fprintf(stderr, "[cltrain] %-24s %9.3f ms  gws %zu x %zu x %zu\n", name, (double)(t1 - t0) * 1e-6, g[0],
+                dims > 1 ? g[1] : 1, dims > 2 ? g[2] : 1);
+        clReleaseEvent(ev);
+    }
+}
+
+void ct_cl_finish(ct_cl *cl) { CL_CHECK(clFinish(cl->queue)); }
+
+void ct_cl_args(cl_kernel k, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    for (cl_uint i = 0; fmt[i]; i++) {
+        switch (fmt[i]) {
+        case 'm': { cl_mem m = va_arg(ap, cl_mem); CL_CHECK(clSetKernelArg(k, i, sizeof m, &m)); break; }
+        case 'i': { cl_int v = va_arg(ap, int); CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); break; }
+        case 'f': { cl_float v = (cl_float)va_arg(ap, double); CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); break; }
+        default: ct_abort("ct_cl_args: bad format character", __FILE__, __LINE__);
+        }
+    }
+    va_end(ap);
+}

@@ -1,0 +1,519 @@
+/* nn/model.c: .cfg parsing (inih, one call per section), shape inference and
+ * validation, device buffers, forward/backward of conv (im2col + GEMM with
+ * bias and ReLU fused), max-pool and dense layers, softmax cross-entropy and
+ * the optimizer launch. Nothing is allocated after ct_model_setup.
+ * Tested by tests/test_layers.c and tests/test_model.c. */
+#include "cltrain/model.h"
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <string.h>
+
+extern const struct ct_embedded { const char *name; const char *src; } ct_embedded_models[];
+
+/* ---------------- parsing ---------------- */
+
+typedef struct sect {
+    const char *file;
+    int line;        /* line of the [section] header */
+    int kind;        /* -1 net, else CT_L_* ; -2 softmax */
+    int filters, size, stride, pad, outputs, act, height, width, channels, classes;
+    int has_filters, has_size, has_outputs;
+    int err;
+} sect;
+
+static int parse_int(sect *s, const char *name, const char *value, int *out, int lo, int hi, int lineno) {
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    while (*end && isspace((unsigned char)*end)) end++;
+    if (end == value || *end || errno || v < lo || v > hi) {
+        s->err = ct_fail(CT_EINPUT, "%s:%d: %s=%s is not a whole number in %d..%d", s->file, lineno, name, value, lo, hi);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value) {
+    sect *s = user;
+    (void)section;
+    if (s->err) return 0;
+    int line = s->line; /* inih does not give us the line per key without INI_HANDLER_LINENO */
+    if (!strcmp(name, "activation")) {
+        if (!strcmp(value, "relu")) s->act = CT_ACT_RELU;
+        else if (!strcmp(value, "linear")) s->act = CT_ACT_LINEAR;
+        else { s->err = ct_fail(CT_EINPUT, "%s:%d: activation=%s: expected relu or linear", s->file, line, value); return 0; }
+        return 1;
+    }
+    struct { const char *n; int *p; int lo, hi; int *has; } keys[] = {
+        {"filters", &s->filters, 1, 65536, &s->has_filters}, {"size", &s->size, 1, 64, &s->has_size},
+        {"stride", &s->stride, 1, 64, NULL}, {"pad", &s->pad, 0, 64, NULL},
+        {"outputs", &s->outputs, 1, 1 << 24, &s->has_outputs}, {"height", &s->height, 1, 65536, NULL},
+        {"width", &s->width, 1, 65536, NULL}, {"channels", &s->channels, 1, 4096, NULL},
+        {"classes", &s->classes, 2, 65536, NULL},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (!strcmp(name, keys[i].n)) {
+            if (!parse_int(s, name, value, keys[i].p, keys[i].lo, keys[i].hi, line)) return 0;
+            if (keys[i].has) *keys[i].has = 1;
+            return 1;
+        }
+    s->err = ct_fail(CT_EINPUT, "%s:%d: unknown key '%s' in this section", s->file, line, name);
+    return 0;
+}
+
+static int add_layer(ct_model *m, const sect *s, int *h, int *w, int *c) {
+    if (m->n_layers >= CT_MAX_LAYERS) return ct_fail(CT_EINPUT, "%s:%d: more than %d layers", s->file, s->line, CT_MAX_LAYERS);
+    ct_layer *L = &m->layers[m->n_layers];
+    memset(L, 0, sizeof *L);
+    L->type = s->kind;
+    L->act = s->act;
+    L->line = s->line;
+    L->ih = *h; L->iw = *w; L->ic = *c;
+    switch (s->kind) {
+    case CT_L_CONV:
+        if (!s->has_filters || !s->has_size)
+            return ct_fail(CT_EINPUT, "%s:%d: [conv] needs filters= and size=", s->file, s->line);
+        L->k = s->size; L->stride = s->stride; L->pad = s->pad;
+        L->oh = (*h + 2 * L->pad - L->k) / L->stride + 1;
+        L->ow = (*w + 2 * L->pad - L->k) / L->stride + 1;
+        if (*h + 2 * L->pad < L->k || *w + 2 * L->pad < L->k)
+            return ct_fail(CT_EINPUT, "%s:%d: [conv] size=%d does not fit its %dx%d input (pad %d)", s->file, s->line, L->k, *h, *w, L->pad);
+        L->oc = s->filters;
+        L->n_w = (size_t)L->k * L->k * L->ic * L->oc;
+        L->n_b = (size_t)L->oc;
+        m->flops_fwd += 2.0 * L->oh * L->ow * L->oc * L->k * L->k * L->ic;
+        break;
+    case CT_L_MAXPOOL:
+        if (!s->has_size) return ct_fail(CT_EINPUT, "%s:%d: [maxpool] needs size=", s->file, s->line);
+        L->k = s->size;
+        L->stride = s->stride ? s->stride : s->size;
+        if (*h < L->k || *w < L->k)
+            return ct_fail(CT_EINPUT, "%s:%d: [maxpool] size=%d does not fit its %dx%d input", s->file, s->line, L->k, *h, *w);
+        L->oh = (*h - L->k) / L->stride + 1;
+        L->ow = (*w - L->k) / L->stride + 1;
+        L->oc = *c;
+        break;
+    case CT_L_DENSE:
+        if (!s->has_outputs) return ct_fail(CT_EINPUT, "%s:%d: [dense] needs outputs=", s->file, s->line);
+        L->oh = L->ow = 1;
+        L->oc = s->outputs;
+        L->n_w = (size_t)*h * *w * *c * L->oc;
+        L->n_b = (size_t)L->oc;
+        m->flops_fwd += 2.0 * (double)L->n_w;
+        break;
+    }
+    if ((double)L->oh * L->ow * L->oc > 1e9) return ct_fail(CT_EINPUT, "%s:%d: layer output is absurdly large", s->file, s->line);
+    L->w_off = m->n_params;
+    m->n_params += L->n_w;
+    L->b_off = m->n_params;
+    m->n_params += L->n_b;
+    *h = L->oh; *w = L->ow; *c = L->oc;
+    m->n_layers++;
+    return 0;
+}
+
+int ct_model_parse(ct_model *m, const char *text, const char *name) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->cfg = strdup(text);
+    const char *p = text;
+    int line = 1, have_net = 0, have_softmax = 0, h = 0, w = 0, c = 0;
+    /* skip leading blank and comment lines */
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *q = p;
+        while (q < p + len && isspace((unsigned char)*q)) q++;
+        if (q < p + len && *q == '[') break;
+        if (q < p + len && *q != '#' && *q != ';')
+            return ct_fail(CT_EINPUT, "%s:%d: expected a [section] header, got '%.*s'", name, line, (int)len, p);
+        if (!eol) { p += len; break; }
+        p = eol + 1;
+        line++;
+    }
+    while (*p) {
+        /* one section: header line plus every line up to the next header */
+        const char *hdr_end = strchr(p, '\n');
+        size_t hlen = hdr_end ? (size_t)(hdr_end - p) : strlen(p);
+        const char *q = p;
+        while (isspace((unsigned char)*q)) q++;
+        const char *close = memchr(q, ']', hlen - (size_t)(q - p));
+        if (*q != '[' || !close) return ct_fail(CT_EINPUT, "%s:%d: malformed section header", name, line);
+        char kind[32];
+        snprintf(kind, sizeof kind, "%.*s", (int)(close - q - 1), q + 1);
+        const char *body = hdr_end ? hdr_end + 1 : p + hlen;
+        const char *next = body;
+        int body_lines = 0;
+        while (*next) {
+            const char *r = next;
+            while (*r == ' ' || *r == '\t') r++;
+            if (*r == '[') break;
+            const char *e = strchr(next, '\n');
+            body_lines++;
+            next = e ? e + 1 : next + strlen(next);
+        }
+        sect s = {.file = name, .line = line, .stride = 1, .act = CT_ACT_LINEAR};
+        if (!strcmp(kind, "net")) s.kind = -1;
+        else if (!strcmp(kind, "conv") || !strcmp(kind, "convolutional")) s.kind = CT_L_CONV;
+        else if (!strcmp(kind, "maxpool")) s.kind = CT_L_MAXPOOL;
+        else if (!strcmp(kind, "dense") || !strcmp(kind, "connected")) s.kind = CT_L_DENSE;
+        else if (!strcmp(kind, "softmax")) s.kind = -2;
+        else return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: net, conv, maxpool, dense, softmax", name, line, kind);
+        if (s.kind == CT_L_MAXPOOL) s.stride = 0;
+        char *chunk = strndup(body, (size_t)(next - body));
+        int r = ini_parse_string(chunk, handler, &s);
+        free(chunk);
+        if (s.err) return s.err;
+        if (r > 0) return ct_fail(CT_EINPUT, "%s:%d: cannot parse this line", name, line + r);
+        if (r < 0) return ct_fail(CT_EINPUT, "%s: cannot parse (inih error %d)", name, r);
+        if (s.kind == -1) {
+            if (have_net || m->n_layers) return ct_fail(CT_EINPUT, "%s:%d: [net] must come first, once", name, line);
+            if (!s.height || !s.width || !s.channels || !s.classes)
+                return ct_fail(CT_EINPUT, "%s:%d: [net] needs height=, width=, channels= and classes=", name, line);
+            have_net = 1;
+            m->in_h = h = s.height; m->in_w = w = s.width; m->in_c = c = s.channels; m->n_classes = s.classes;
+        } else if (s.kind == -2) {
+            have_softmax = 1;
+        } else {
+            if (!have_net) return ct_fail(CT_EINPUT, "%s:%d: a [net] section with the input shape must come first", name, line);
+            if (have_softmax) return ct_fail(CT_EINPUT, "%s:%d: [softmax] must be the last section", name, line);
+            int rc = add_layer(m, &s, &h, &w, &c);
+            if (rc) return rc;
+        }
+        line += 1 + body_lines;
+        p = next;
+    }
+    if (!have_net) return ct_fail(CT_EINPUT, "%s: no [net] section", name);
+    if (!m->n_layers) return ct_fail(CT_EINPUT, "%s: no layers", name);
+    ct_layer *last = &m->layers[m->n_layers - 1];
+    if (last->type != CT_L_DENSE || last->oc != m->n_classes)
+        return ct_fail(CT_EINPUT, "%s: the last layer must be a [dense] with outputs=%d (classes), followed by [softmax]", name, m->n_classes);
+    if (!have_softmax) return ct_fail(CT_EINPUT, "%s: missing the final [softmax] section", name);
+    return 0;
+}
+
+int ct_model_load(ct_model *m, const char *spec) {
+    size_t n = strlen(spec);
+    if (strchr(spec, '/') || (n > 4 && !strcmp(spec + n - 4, ".cfg"))) {
+        FILE *f = fopen(spec, "rb");
+        if (!f) return ct_fail(CT_EINPUT, "%s: cannot open model file: %s", spec, strerror(errno));
+        char *buf = ct_xmalloc(1 << 20);
+        size_t got = fread(buf, 1, (1 << 20) - 1, f);
+        int toolong = !feof(f);
+        fclose(f);
+        if (toolong) { free(buf); return ct_fail(CT_EINPUT, "%s: model file larger than 1 MiB", spec); }
+        buf[got] = 0;
+        if (strlen(buf) != got) { free(buf); return ct_fail(CT_EINPUT, "%s: not a text file", spec); }
+        int rc = ct_model_parse(m, buf, spec);
+        free(buf);
+        return rc;
+    }
+    char want[300];
+    snprintf(want, sizeof want, "%s.cfg", spec);
+    for (const struct ct_embedded *e = ct_embedded_models; e->name; e++)
+        if (!strcmp(e->name, want)) return ct_model_parse(m, e->src, spec);
+    char known[1024] = "";
+    for (const struct ct_embedded *e = ct_embedded_models; e->name; e++) {
+        size_t l = strlen(known);
+        snprintf(known + l, sizeof known - l, "%s%.*s", l ? ", " : "", (int)(strlen(e->name) - 4), e->name);
+    }
+    return ct_fail(CT_EINPUT, "--model %s: no such built-in model (built-ins: %s) and not a .cfg file", spec, known);
+}
+
+int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name) {
+    if (h != m->in_h || w != m->in_w || c != m->in_c)
+        return ct_fail(CT_EINPUT, "model %s expects %dx%dx%d input but %s has %dx%dx%d images; pick another --model",
+                       m->name, m->in_h, m->in_w, m->in_c, data_name, h, w, c);
+    if (n_classes != m->n_classes)
+        return ct_fail(CT_EINPUT, "model %s has %d classes but %s has %d; pick another --model", m->name, m->n_classes, data_name, n_classes);
+    return 0;
+}
+
+void ct_model_summary(const ct_model *m, FILE *out) {
+    static const char *names[] = {"conv", "maxpool", "dense"};
+    fprintf(out, "model %s: input %dx%dx%d, %d classes, %zu parameters, %.1f MFLOP/image forward\n", m->name, m->in_h,
+            m->in_w, m->in_c, m->n_classes, m->n_params, m->flops_fwd * 1e-6);
+    for (int i = 0; i < m->n_layers; i++) {
+        const ct_layer *L = &m->layers[i];
+        fprintf(out, "  %2d %-8s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
+        if (L->type != CT_L_DENSE) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
+        if (L->act == CT_ACT_RELU) fprintf(out, " relu");
+        fputc('\n', out);
+    }
+}
+
+/* ---------------- device ---------------- */
+
+static size_t in_size(const ct_layer *L) { return (size_t)L->ih * L->iw * L->ic; }
+static size_t out_size(const ct_layer *L) { return (size_t)L->oh * L->ow * L->oc; }
+
+int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
+    m->cl = cl;
+    m->batch = batch;
+    int rc;
+    if ((rc = ct_gemm_init(&m->gemm, cl, gemm_mode))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_conv, "conv.cl", ""))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_pool, "pool.cl", ""))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_ops, "ops.cl", ""))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_optim, "optim.cl", ""))) return rc;
+    m->k_im2col = ct_cl_kernel(m->p_conv, "im2col");
+    m->k_col2im = ct_cl_kernel(m->p_conv, "col2im");
+    m->k_pool_fwd = ct_cl_kernel(m->p_pool, "maxpool_fwd");
+    m->k_pool_bwd = ct_cl_kernel(m->p_pool, "maxpool_bwd");
+    m->k_u8 = ct_cl_kernel(m->p_ops, "u8_to_f32");
+    m->k_relu_bwd = ct_cl_kernel(m->p_ops, "relu_bwd");
+    m->k_xent = ct_cl_kernel(m->p_ops, "softmax_xent");
+    m->k_nonfinite = ct_cl_kernel(m->p_ops, "nonfinite");
+    m->k_adam = ct_cl_kernel(m->p_optim, "adam_step");
+    m->k_sgd = ct_cl_kernel(m->p_optim, "sgd_step");
+    size_t P = m->n_params * sizeof(float);
+    size_t nin = (size_t)m->in_h * m->in_w * m->in_c * batch;
+    if ((rc = ct_cl_alloc(cl, &m->params, P, "parameters"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->grads, P, "gradients"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->mom1, P, "optimizer moment 1"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->mom2, P, "optimizer moment 2"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->decay_mask, m->n_params, "weight-decay mask"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->input, nin * sizeof(float), "input batch"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->input_u8, nin, "input batch (bytes)"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->labels, (size_t)batch * 4, "labels"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->loss, (size_t)batch * 4, "loss"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->pred, (size_t)batch * 4, "predictions"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->dlogits, (size_t)batch * m->n_classes * 4, "logit gradients"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->flag, 4, "flag"))) return rc;
+    size_t ws = 0, ones = (size_t)batch;
+    for (int i = 0; i < m->n_layers; i++) {
+        ct_layer *L = &m->layers[i];
+        char what[64];
+        snprintf(what, sizeof what, "layer %d output", i);
+        if ((rc = ct_cl_alloc(cl, &L->out, out_size(L) * batch * sizeof(float), what))) return rc;
+        if (i > 0) {
+            snprintf(what, sizeof what, "layer %d input gradient", i);
+            if ((rc = ct_cl_alloc(cl, &L->dx, in_size(L) * batch * sizeof(float), what))) return rc;
+        }
+        int rows = batch * L->oh * L->ow;
+        if (L->type == CT_L_CONV) {
+            int kk = L->k * L->k * L->ic;
+            size_t col = (size_t)rows * kk;
+            if (col > ws) ws = col;
+            if ((size_t)rows > ones) ones = (size_t)rows;
+            if ((rc = ct_gemm_reserve(&m->gemm, 0, 0, rows, L->oc, kk))) return rc;
+            if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, kk, L->oc, rows))) return rc;
+            if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, rows))) return rc;
+            if ((rc = ct_gemm_reserve(&m->gemm, 0, 1, rows, kk, L->oc))) return rc;
+        } else if (L->type == CT_L_DENSE) {
+            int K = (int)in_size(L);
+            if ((rc = ct_gemm_reserve(&m->gemm, 0, 0, batch, L->oc, K))) return rc;
+            if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, K, L->oc, batch))) return rc;
+            if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, batch))) return rc;
+            if ((rc = ct_gemm_reserve(&m->gemm, 0, 1, batch, K, L->oc))) return rc;
+        }
+    }
+    m->ws_floats = ws;
+    if ((rc = ct_cl_alloc(cl, &m->ws, (ws ? ws : 1) * sizeof(float), "im2col workspace"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->ones, ones * sizeof(float), "ones"))) return rc;
+    float one = 1.0f;
+    CL_CHECK(clEnqueueFillBuffer(cl->queue, m->ones, &one, sizeof one, 0, ones * sizeof(float), 0, NULL, NULL));
+    uint8_t *mask = ct_xcalloc(m->n_params, 1);
+    for (int i = 0; i < m->n_layers; i++)
+        memset(mask + m->layers[i].w_off, 1, m->layers[i].n_w);
+    ct_cl_write(cl, m->decay_mask, 0, m->n_params, mask);
+    free(mask);
+    return 0;
+}
+
+void ct_model_init_weights(ct_model *m, uint64_t seed) {
+    float *p = ct_xcalloc(m->n_params ? m->n_params : 1, sizeof *p);
+    for (int i = 0; i < m->n_layers; i++) {
+        ct_layer *L = &m->layers[i];
+        if (!L->n_w) continue;
+        size_t fan_in = L->n_w / (size_t)L->oc;
+        float std = sqrtf(2.0f / (float)fan_in);
+        ct_rng r = ct_rng_make(seed, 0x1417, (uint64_t)i);
+        for (size_t j = 0; j < L->n_w; j++) p[L->w_off + j] = std * ct_rng_normal(&r);
+    }
+    ct_model_set_params(m, p);
+    free(p);
+    ct_cl_fill0(m->cl, m->mom1, 0, m->n_params * 4);
+    ct_cl_fill0(m->cl, m->mom2, 0, m->n_params * 4);
+    ct_cl_fill0(m->cl, m->grads, 0, m->n_params * 4);
+    m->step = 0;
+}
+
+void ct_model_get_params(ct_model *m, float *host) { ct_cl_read(m->cl, m->params, 0, m->n_params * 4, host); }
+void ct_model_set_params(ct_model *m, const float *host) { ct_cl_write(m->cl, m->params, 0, m->n_params * 4, host); }
+
+void ct_model_free(ct_model *m) {
+    for (int i = 0; i < m->n_layers; i++) {
+        ct_cl_release(&m->layers[i].out);
+        ct_cl_release(&m->layers[i].dx);
+    }
+    cl_mem *mems[] = {&m->params, &m->grads, &m->mom1, &m->mom2, &m->decay_mask, &m->input, &m->input_u8, &m->labels,
+                      &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag};
+    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
+    cl_kernel ks[] = {m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
+                      m->k_nonfinite, m->k_adam, m->k_sgd};
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+        if (ks[i]) clReleaseKernel(ks[i]);
+    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_optim};
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
+        if (ps[i]) clReleaseProgram(ps[i]);
+    if (m->gemm.cl) ct_gemm_free(&m->gemm);
+    free(m->cfg);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---------------- passes ---------------- */
+
+static size_t lws_c(const ct_model *m, int C) {
+    (void)m;
+    return C >= 64 ? 64 : C >= 32 ? 32 : C >= 16 ? 16 : 1;
+}
+
+static void run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
+    ct_cl_args(m->k_im2col, "mmiiiiiiiii", m->ws, x, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
+    size_t gws[3] = {(size_t)L->ic, (size_t)L->k * L->k, (size_t)B * L->oh * L->ow};
+    size_t lws[3] = {lws_c(m, L->ic), 1, 1};
+    ct_cl_run(m->cl, m->k_im2col, "im2col", 3, gws, m->cl->is_cpu ? NULL : lws);
+}
+
+void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *labels, int B, float scale, float shift) {
+    CT_ASSERT(B >= 1 && B <= m->batch);
+    int n = B * m->in_h * m->in_w * m->in_c;
+    CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->input_u8, CL_FALSE, 0, (size_t)n, images, 0, NULL, NULL));
+    CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->labels, CL_FALSE, 0, (size_t)B * 4, labels, 0, NULL, NULL));
+    ct_cl_args(m->k_u8, "mmiffi", m->input, m->input_u8, 0, scale, shift, n);
+    size_t gws = (size_t)n;
+    ct_cl_run(m->cl, m->k_u8, "u8_to_f32", 1, &gws, NULL);
+    /* the writes above read host memory after returning; finish so the caller may reuse it */
+    ct_cl_finish(m->cl);
+}
+
+void ct_layer_forward(ct_model *m, int i, int B) {
+    ct_layer *L = &m->layers[i];
+    cl_mem x = i == 0 ? m->input : m->layers[i - 1].out;
+    {
+        switch (L->type) {
+        case CT_L_CONV: {
+            int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
+            run_im2col(m, L, x, B);
+            ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, kk, 1.0f, m->ws, 0, kk, m->params, L->w_off, L->oc, 0.0f, L->out, 0,
+                        L->oc, m->params, L->b_off, L->act);
+            break;
+        }
+        case CT_L_MAXPOOL: {
+            ct_cl_args(m->k_pool_fwd, "mmiiiiiii", L->out, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+            size_t gws[2] = {(size_t)L->oc, (size_t)B * L->oh * L->ow}, lws[2] = {lws_c(m, L->oc), 1};
+            ct_cl_run(m->cl, m->k_pool_fwd, "maxpool_fwd", 2, gws, m->cl->is_cpu ? NULL : lws);
+            break;
+        }
+        case CT_L_DENSE: {
+            int K = (int)in_size(L);
+            ct_gemm_run(&m->gemm, 0, 0, B, L->oc, K, 1.0f, x, 0, K, m->params, L->w_off, L->oc, 0.0f, L->out, 0, L->oc,
+                        m->params, L->b_off, L->act);
+            break;
+        }
+        }
+    }
+}
+
+void ct_model_forward(ct_model *m, int B) {
+    for (int i = 0; i < m->n_layers; i++) ct_layer_forward(m, i, B);
+}
+
+void ct_model_loss(ct_model *m, int B) {
+    ct_layer *last = &m->layers[m->n_layers - 1];
+    ct_cl_args(m->k_xent, "mmmmmiiif", m->loss, m->pred, m->dlogits, last->out, m->labels, 0, B, m->n_classes, 1.0f / (float)B);
+    size_t gws = (size_t)B;
+    ct_cl_run(m->cl, m->k_xent, "softmax_xent", 1, &gws, NULL);
+}
+
+void ct_layer_backward(ct_model *m, int i, int B) {
+    {
+        ct_layer *L = &m->layers[i];
+        cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
+        cl_mem x = i == 0 ? m->input : m->layers[i - 1].out;
+        if (L->act == CT_ACT_RELU) {
+            int n = B * (int)out_size(L);
+            ct_cl_args(m->k_relu_bwd, "mmi", dy, L->out, n);
+            size_t gws = (size_t)n;
+            ct_cl_run(m->cl, m->k_relu_bwd, "relu_bwd", 1, &gws, NULL);
+        }
+        switch (L->type) {
+        case CT_L_CONV: {
+            int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
+            /* db += 1^T dy ; dW += col^T dy ; dcol = dy W^T ; dx = col2im(dcol) */
+            ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
+            run_im2col(m, L, x, B);
+            ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, m->ws, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
+            if (L->dx) {
+                ct_gemm_run(&m->gemm, 0, 1, rows, kk, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, kk, NULL, 0, 0);
+                ct_cl_args(m->k_col2im, "mmiiiiiiiii", L->dx, m->ws, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
+                size_t gws[2] = {(size_t)L->ic, (size_t)B * L->ih * L->iw}, lws[2] = {lws_c(m, L->ic), 1};
+                ct_cl_run(m->cl, m->k_col2im, "col2im", 2, gws, m->cl->is_cpu ? NULL : lws);
+            }
+            break;
+        }
+        case CT_L_MAXPOOL:
+            if (L->dx) {
+                ct_cl_args(m->k_pool_bwd, "mmmiiiiiii", L->dx, dy, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+                size_t gws[2] = {(size_t)L->ic, (size_t)B * L->ih * L->iw}, lws[2] = {lws_c(m, L->ic), 1};
+                ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 2, gws, m->cl->is_cpu ? NULL : lws);
+            }
+            break;
+        case CT_L_DENSE: {
+            int K = (int)in_size(L);
+            ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, B, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
+            ct_gemm_run(&m->gemm, 1, 0, K, L->oc, B, 1.0f, x, 0, K, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
+            if (L->dx)
+                ct_gemm_run(&m->gemm, 0, 1, B, K, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, L->dx, 0, K, NULL, 0, 0);
+            break;
+        }
+        }
+    }
+}
+
+void ct_model_backward(ct_model *m, int B) {
+    for (int i = m->n_layers - 1; i >= 0; i--) ct_layer_backward(m, i, B);
+}
+
+void ct_model_zero_grad(ct_model *m) { ct_cl_fill0(m->cl, m->grads, 0, m->n_params * 4); }
+
+void ct_model_step(ct_model *m, const ct_optim *o) {
+    m->step++;
+    int n = (int)m->n_params;
+    size_t gws = (size_t)n;
+    if (o->kind == CT_OPT_ADAM) {
+        float bc1 = (float)(1.0 - pow(o->b1, m->step)), bc2 = (float)(1.0 - pow(o->b2, m->step));
+        ct_cl_args(m->k_adam, "mmmmmifffffff", m->params, m->mom1, m->mom2, m->grads, m->decay_mask, n, o->lr, o->b1,
+                   o->b2, o->eps, o->wd, bc1, bc2);
+        ct_cl_run(m->cl, m->k_adam, "adam_step", 1, &gws, NULL);
+    } else {
+        ct_cl_args(m->k_sgd, "mmmmifff", m->params, m->mom1, m->grads, m->decay_mask, n, o->lr, o->momentum, o->wd);
+        ct_cl_run(m->cl, m->k_sgd, "sgd_step", 1, &gws, NULL);
+    }
+}
+
+double ct_model_read_results(ct_model *m, int B, int32_t *pred) {
+    float loss[4096];
+    CT_ASSERT(B <= 4096);
+    CL_CHECK(clEnqueueReadBuffer(m->cl->queue, m->loss, CL_FALSE, 0, (size_t)B * 4, loss, 0, NULL, NULL));
+    if (pred) CL_CHECK(clEnqueueReadBuffer(m->cl->queue, m->pred, CL_FALSE, 0, (size_t)B * 4, pred, 0, NULL, NULL));
+    ct_cl_finish(m->cl);
+    double s = 0;
+    for (int i = 0; i < B; i++) s += loss[i];
+    return s;
+}
+
+int ct_model_grads_nonfinite(ct_model *m) {
+    int zero = 0, flag = 0;
+    CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->flag, CL_FALSE, 0, 4, &zero, 0, NULL, NULL));
+    int n = (int)m->n_params, off = 0;
+    ct_cl_args(m->k_nonfinite, "mmii", m->flag, m->grads, off, n);
+    size_t gws = 1024;
+    ct_cl_run(m->cl, m->k_nonfinite, "nonfinite", 1, &gws, NULL);
+    ct_cl_read(m->cl, m->flag, 0, 4, &flag);
+    return flag;
+}

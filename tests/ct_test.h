@@ -1,0 +1,75 @@
+/* ct_test.h: helpers shared by the kernel tests: open the device (or skip
+ * when no OpenCL platform exists), fresh random inputs from a fixed seed,
+ * NaN-poisoned outputs, and a relative-error comparison that prints the max
+ * abs/rel error and the first mismatches. */
+#ifndef CT_TEST_H
+#define CT_TEST_H
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "cltrain/cl.h"
+
+static ct_cl g_cl;
+static int g_have_cl;
+
+static inline int ct_test_open(void **state) {
+    (void)state;
+    if (!g_have_cl) {
+        int rc = ct_cl_open(&g_cl, NULL);
+        if (rc == 0) g_have_cl = 1;
+        else fprintf(stderr, "# no OpenCL device: %s\n", ct_last_error());
+    }
+    return 0;
+}
+static inline int ct_test_close(void **state) {
+    (void)state;
+    if (g_have_cl) ct_cl_close(&g_cl);
+    g_have_cl = 0;
+    return 0;
+}
+#define CT_NEED_CL() do { if (!g_have_cl) skip(); } while (0)
+
+static inline void ct_fill_rand(float *x, size_t n, ct_rng *r, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = (2.0f * ct_rng_uniform(r) - 1.0f) * scale;
+}
+static inline void ct_fill_nan(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+static inline cl_mem ct_test_buf(const float *host, size_t n) {
+    cl_mem m;
+    assert_int_equal(ct_cl_alloc(&g_cl, &m, n * sizeof(float) + 4, "test"), 0);
+    if (host) ct_cl_write(&g_cl, m, 0, n * sizeof(float), host);
+    return m;
+}
+static inline cl_mem ct_test_nanbuf(size_t n) {
+    float *t = malloc(n * sizeof(float) + 4);
+    ct_fill_nan(t, n + 1);
+    cl_mem m = ct_test_buf(t, n + 1);
+    free(t);
+    return m;
+}
+
+/* Compare got against want: |got - want| <= atol + rtol * |want| everywhere (NaN fails). */
+static inline int ct_compare(const char *what, const float *got, const float *want, size_t n, double rtol, double atol) {
+    double max_abs = 0, max_rel = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        double rel = d / (fabs(want[i]) + 1e-30);
+        if (!(d <= atol + rtol * fabs(want[i]))) {
+            if (bad < 5) fprintf(stderr, "# %s[%zu]: got %.9g want %.9g\n", what, i, got[i], want[i]);
+            bad++;
+        }
+        if (d > max_abs || d != d) max_abs = d;
+        if (fabs(want[i]) > 1e-3 && rel > max_rel) max_rel = rel;
+    }
+    fprintf(stderr, "# %s: n=%zu max abs err %.3g, max rel err %.3g, %zu mismatches\n", what, n, max_abs, max_rel, bad);
+    return bad == 0;
+}
+#endif

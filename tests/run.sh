@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run every test program in BUILD/tests (cmocka, TAP output) and every
+# tests/*.sh script (TAP too), each in its own process with a timeout.
+# Ends with one line: "N passed, N failed, N skipped"; exit 1 on any failure.
+# A test that crashes or times out counts as one failure of its own.
+# Usage: tests/run.sh [BUILD] [NAME-FILTER]
+set -u
+build=${1:-build}
+filter=${2:-}
+here=$(cd "$(dirname "$0")" && pwd)
+export CLTRAIN_BUILD=$build CMOCKA_MESSAGE_OUTPUT=TAP
+# Kernel binaries are cached per build so sanitizer runs do not share a cache with plain runs.
+export CLTRAIN_CACHE_DIR=${CLTRAIN_CACHE_DIR:-$build/cache}
+timeout_s=${CLTRAIN_TEST_TIMEOUT:-600}
+pass=0 fail=0 skip=0
+failed_names=()
+logdir=$build/test-logs
+mkdir -p "$logdir"
+progs=()
+for t in "$build"/tests/test_*; do
+  [[ -x $t && $t != *.d ]] && progs+=("$t")
+done
+for t in "$here"/*.sh; do
+  [[ $(basename "$t") == run.sh ]] && continue
+  progs+=("$t")
+done
+for t in "${progs[@]}"; do
+  name=$(basename "$t")
+  [[ -n $filter && $name != *$filter* ]] && continue
+  log=$logdir/$name.log
+  start=$(date +%s.%N)
+  timeout -k 10 "$timeout_s" "$t" >"$log" 2>&1
+  rc=$?
+  secs=$(printf '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)")
+  p=$(grep -cE '^ok [0-9]+' "$log" | tr -d ' ')
+  s=$(grep -cE '^ok [0-9]+.*# ?SKIP' "$log" | tr -d ' ')
+  f=$(grep -cE '^not ok [0-9]+' "$log" | tr -d ' ')
+  p=$((p - s))
+  status=ok
+  if (( rc != 0 && f == 0 )); then
+    f=$((f + 1)); status="exit $rc"
+    (( rc == 124 || rc == 137 )) && status="timed out after ${timeout_s}s"
+  fi
+  (( f > 0 )) && [[ $status == ok ]] && status=FAILED
+  printf '%-28s %3d passed %3d failed %3d skipped  %6ss  %s\n' "$name" "$p" "$f" "$s" "$secs" "$status"
+  if (( f > 0 )); then
+    failed_names+=("$name")
+    grep -E '^not ok|^# ' "$log" | head -20 | sed 's/^/    /'
+    tail -5 "$log" | sed 's/^/    | /'
+  fi
+  pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+done
+(( fail > 0 )) && echo "failed: ${failed_names[*]} (logs in $logdir)"
+echo "$pass passed, $fail failed, $skip skipped"
+(( fail == 0 ))

@@ -1,0 +1,110 @@
+/* test_gemm.c: kernels/gemm.cl (and the CLBlast path) against ref_gemm on
+ * fresh random inputs, outputs poisoned with NaN, sizes 1, primes, edges and
+ * the mnist-cnn shapes; transposes, alpha/beta, bias, ReLU, split-K. */
+#include "ct_test.h"
+#include "cltrain/gemm.h"
+#include "cltrain/ref.h"
+
+static ct_gemm g_gemm;
+
+static void check_shape(int path, int tA, int tB, int M, int N, int K, float alpha, float beta, int use_bias, int act, uint64_t seed) {
+    ct_rng r = ct_rng_make(seed, (uint64_t)M * 131 + N, (uint64_t)K * 7 + tA * 2 + tB);
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float *A = malloc(na * 4 + 4), *B = malloc(nb * 4 + 4), *C = malloc(nc * 4 + 4), *bias = malloc(N * 4 + 4);
+    float *want = malloc(nc * 4 + 4), *got = malloc(nc * 4 + 4);
+    ct_fill_rand(A, na, &r, 1);
+    ct_fill_rand(B, nb, &r, 1);
+    ct_fill_rand(C, nc, &r, 1);
+    ct_fill_rand(bias, N, &r, 1);
+    memcpy(want, C, nc * 4);
+    int lda = tA ? M : K, ldb = tB ? K : N;
+    ref_gemm(tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, want, N, use_bias ? bias : NULL, act);
+    /* offsets: put each matrix 3 floats into its buffer to test offA/offB/offC */
+    cl_mem dA = ct_test_buf(NULL, na + 3), dB = ct_test_buf(NULL, nb + 3), dC, db = ct_test_buf(NULL, N + 3);
+    ct_cl_write(&g_cl, dA, 12, na * 4, A);
+    ct_cl_write(&g_cl, dB, 12, nb * 4, B);
+    ct_cl_write(&g_cl, db, 12, (size_t)N * 4, bias);
+    if (beta != 0.0f) { dC = ct_test_buf(NULL, nc + 3); ct_cl_write(&g_cl, dC, 12, nc * 4, C); }
+    else dC = ct_test_nanbuf(nc + 3);
+    if (path == CT_GEMM_CLBLAST)
+        assert_int_equal(ct_gemm_clblast(&g_gemm, tA, tB, M, N, K, alpha, dA, 3, lda, dB, 3, ldb, beta, dC, 3, N,
+                                         use_bias ? db : NULL, 3, act), 0);
+    else
+        ct_gemm_native(&g_gemm, tA, tB, M, N, K, alpha, dA, 3, lda, dB, 3, ldb, beta, dC, 3, N, use_bias ? db : NULL, 3, act);
+    ct_cl_read(&g_cl, dC, 12, nc * 4, got);
+    char what[128];
+    snprintf(what, sizeof what, "%s gemm %c%c M%d N%d K%d", path ? "clblast" : "native", tA ? 'T' : 'N', tB ? 'T' : 'N', M, N, K);
+    /* float32 sums of K products of magnitude <= 1: error grows like sqrt(K) */
+    double atol = 1e-5 * sqrt((double)K + 1) * 4;
+    assert_true(ct_compare(what, got, want, nc, 1e-4, atol));
+    ct_cl_release(&dA); ct_cl_release(&dB); ct_cl_release(&dC); ct_cl_release(&db);
+    free(A); free(B); free(C); free(bias); free(want); free(got);
+}
+
+static const int sizes[][3] = {{1, 1, 1}, {1, 17, 5}, {7, 1, 13}, {13, 31, 7}, {31, 33, 97}, {64, 64, 64},
+                               {97, 47, 257}, {5, 129, 3}, {128, 10, 128}};
+
+static void test_native_small(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++)
+                check_shape(CT_GEMM_NATIVE, tA, tB, sizes[i][0], sizes[i][1], sizes[i][2], 1.0f, 0.0f, 0, 0, 1);
+}
+
+static void test_native_alpha_beta_bias_relu(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_shape(CT_GEMM_NATIVE, 0, 0, 37, 45, 29, 0.5f, 1.0f, 1, 1, 2);
+    check_shape(CT_GEMM_NATIVE, 1, 0, 37, 45, 29, -1.5f, 0.25f, 1, 0, 3);
+    check_shape(CT_GEMM_NATIVE, 0, 1, 19, 50, 23, 1.0f, 0.0f, 1, 1, 4);
+}
+
+static void test_native_split_k(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    /* long reductions with small outputs take the split-K path (weight gradients) */
+    check_shape(CT_GEMM_NATIVE, 1, 0, 9, 32, 5000, 1.0f, 1.0f, 0, 0, 5);
+    check_shape(CT_GEMM_NATIVE, 1, 0, 1, 64, 4099, 1.0f, 0.0f, 0, 0, 6);
+    check_shape(CT_GEMM_NATIVE, 0, 0, 3, 10, 9216, 1.0f, 0.0f, 1, 1, 7);
+}
+
+static void test_native_model_shapes(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    /* mnist-cnn at batch 8: conv2 forward, its weight and data gradients, dense1 */
+    check_shape(CT_GEMM_NATIVE, 0, 0, 8 * 576, 64, 288, 1.0f, 0.0f, 1, 1, 8);
+    check_shape(CT_GEMM_NATIVE, 1, 0, 288, 64, 8 * 576, 1.0f, 1.0f, 0, 0, 9);
+    check_shape(CT_GEMM_NATIVE, 0, 1, 8 * 576, 288, 64, 1.0f, 0.0f, 0, 0, 10);
+    check_shape(CT_GEMM_NATIVE, 0, 0, 8, 128, 9216, 1.0f, 0.0f, 1, 1, 11);
+}
+
+static void test_clblast_path(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_shape(CT_GEMM_CLBLAST, 0, 0, 31, 33, 97, 1.0f, 0.0f, 1, 1, 12);
+    check_shape(CT_GEMM_CLBLAST, 1, 0, 64, 17, 200, 1.0f, 1.0f, 0, 0, 13);
+    check_shape(CT_GEMM_CLBLAST, 0, 1, 13, 8, 5, 2.0f, 0.5f, 0, 0, 14);
+}
+
+static int setup(void **state) {
+    ct_test_open(state);
+    if (g_have_cl) assert_int_equal(ct_gemm_init(&g_gemm, &g_cl, CT_GEMM_NATIVE), 0);
+    return 0;
+}
+static int teardown(void **state) {
+    if (g_have_cl) ct_gemm_free(&g_gemm);
+    return ct_test_close(state);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_native_small),
+        cmocka_unit_test(test_native_alpha_beta_bias_relu),
+        cmocka_unit_test(test_native_split_k),
+        cmocka_unit_test(test_native_model_shapes),
+        cmocka_unit_test(test_clblast_path),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Install the Debian packages cltrain needs to build, test and run, if any is
+# missing. Runs apt-get as root (or through sudo); does nothing when all are there.
+set -e
+pkgs="build-essential pkg-config bc ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
+libclblast-dev libstb-dev libinih-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
+dataset-fashion-mnist"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "cltrain: installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
