@@ -1,42 +1,79 @@
 /* pool.cl: max pooling, NHWC, window K, stride S, floor mode. Ties go to the
  * first maximum in (ky, kx) order, in forward and backward alike; backward
- * is a gather over the windows that contain an input (no atomics, overwrites dx).
- * Reference: src/ref/pool.c; tests: tests/test_pool.c. */
+ * is a gather over the windows that contain an input (no atomics, overwrites
+ * dx). One work-item per pixel handles all channels, 16 at a time when C is
+ * a multiple of 16. Reference: src/ref/pool.c; tests: tests/test_layers.c. */
 
-/* gws = (C, B*OH*OW) */
+/* gws = (B*OH*OW) */
 __kernel void maxpool_fwd(__global float *y, __global const float *x, const int H, const int W, const int C,
                           const int K, const int S, const int OH, const int OW) {
-    const int c = (int)get_global_id(0), o = (int)get_global_id(1);
-    if (c >= C) return;
+    const int o = (int)get_global_id(0);
     const int ox = o % OW, t = o / OW, oy = t % OH, b = t / OH;
-    float m = -INFINITY;
-    for (int ky = 0; ky < K; ky++)
-        for (int kx = 0; kx < K; kx++) {
-            const float v = x[(((size_t)b * H + oy * S + ky) * W + ox * S + kx) * C + c];
-            if (v > m || (ky == 0 && kx == 0)) m = v;
-        }
-    y[(size_t)o * C + c] = m;
-}
-
-/* gws = (C, B*H*W) */
-__kernel void maxpool_bwd(__global float *dx, __global const float *dy, __global const float *x, const int H,
-                          const int W, const int C, const int K, const int S, const int OH, const int OW) {
-    const int c = (int)get_global_id(0), pix = (int)get_global_id(1);
-    if (c >= C) return;
-    const int xx = pix % W, t = pix / W, y = t % H, b = t / H;
-    float g = 0.0f;
-    /* windows oy with oy*S <= y < oy*S + K */
-    const int oy_lo = y < K ? 0 : (y - K) / S + 1, ox_lo = xx < K ? 0 : (xx - K) / S + 1;
-    for (int oy = oy_lo; oy <= y / S && oy < OH; oy++)
-        for (int ox = ox_lo; ox <= xx / S && ox < OW; ox++) {
-            int best = 0;
-            float m = 0.0f;
+    __global const float *base = x + (((size_t)b * H + oy * S) * W + ox * S) * C;
+    __global float *out = y + (size_t)o * C;
+    if ((C & 15) == 0) {
+        for (int c = 0; c < C; c += 16) {
+            float16 m = vload16(0, base + c);
             for (int ky = 0; ky < K; ky++)
                 for (int kx = 0; kx < K; kx++) {
-                    const float v = x[(((size_t)b * H + oy * S + ky) * W + ox * S + kx) * C + c];
-                    if (v > m || (ky == 0 && kx == 0)) { m = v; best = ky * K + kx; }
+                    const float16 v = vload16(0, base + ((size_t)ky * W + kx) * C + c);
+                    m = select(m, v, v > m);
                 }
-            if (best == (y - oy * S) * K + (xx - ox * S)) g += dy[(((size_t)b * OH + oy) * OW + ox) * C + c];
+            vstore16(m, 0, out + c);
         }
-    dx[(size_t)pix * C + c] = g;
+    } else {
+        for (int c = 0; c < C; c++) {
+            float m = base[c];
+            for (int ky = 0; ky < K; ky++)
+                for (int kx = 0; kx < K; kx++) {
+                    const float v = base[((size_t)ky * W + kx) * C + c];
+                    if (v > m) m = v;
+                }
+            out[c] = m;
+        }
+    }
+}
+
+/* gws = (B*H*W) */
+__kernel void maxpool_bwd(__global float *dx, __global const float *dy, __global const float *x, const int H,
+                          const int W, const int C, const int K, const int S, const int OH, const int OW) {
+    const int pix = (int)get_global_id(0);
+    const int xx = pix % W, t = pix / W, y = t % H, b = t / H;
+    __global float *out = dx + (size_t)pix * C;
+    /* windows (oy, ox) with oy*S <= y < oy*S + K */
+    const int oy_lo = y < K ? 0 : (y - K) / S + 1, ox_lo = xx < K ? 0 : (xx - K) / S + 1;
+    const int oy_hi = min(y / S, OH - 1), ox_hi = min(xx / S, OW - 1);
+    const int vec = (C & 15) == 0;
+    for (int c = 0; c < C; c += vec ? 16 : 1) {
+        float16 g = (float16)(0.0f);
+        for (int oy = oy_lo; oy <= oy_hi; oy++)
+            for (int ox = ox_lo; ox <= ox_hi; ox++) {
+                const int mine = (y - oy * S) * K + (xx - ox * S);
+                __global const float *base = x + (((size_t)b * H + oy * S) * W + ox * S) * C + c;
+                __global const float *gy = dy + (((size_t)b * OH + oy) * OW + ox) * C + c;
+                if (vec) {
+                    float16 m = vload16(0, base);
+                    int16 arg = (int16)(0);
+                    for (int ky = 0; ky < K; ky++)
+                        for (int kx = 0; kx < K; kx++) {
+                            const float16 v = vload16(0, base + ((size_t)ky * W + kx) * C);
+                            const int16 gt = v > m;
+                            m = select(m, v, gt);
+                            arg = select(arg, (int16)(ky * K + kx), gt);
+                        }
+                    g += select((float16)(0.0f), vload16(0, gy), arg == (int16)(mine));
+                } else {
+                    float m = base[0];
+                    int arg = 0;
+                    for (int ky = 0; ky < K; ky++)
+                        for (int kx = 0; kx < K; kx++) {
+                            const float v = base[((size_t)ky * W + kx) * C];
+                            if (v > m) { m = v; arg = ky * K + kx; }
+                        }
+                    if (arg == mine) g.s0 += gy[0];
+                }
+            }
+        if (vec) vstore16(g, 0, out + c);
+        else out[c] = g.s0;
+    }
 }

@@ -367,16 +367,10 @@ void ct_model_free(ct_model *m) {
 
 /* ---------------- passes ---------------- */
 
-static size_t lws_c(const ct_model *m, int C) {
-    (void)m;
-    return C >= 64 ? 64 : C >= 32 ? 32 : C >= 16 ? 16 : 1;
-}
-
 static void run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     ct_cl_args(m->k_im2col, "mmiiiiiiiii", m->ws, x, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
-    size_t gws[3] = {(size_t)L->ic, (size_t)L->k * L->k, (size_t)B * L->oh * L->ow};
-    size_t lws[3] = {lws_c(m, L->ic), 1, 1};
-    ct_cl_run(m->cl, m->k_im2col, "im2col", 3, gws, m->cl->is_cpu ? NULL : lws);
+    size_t gws = (size_t)B * L->oh * L->ow;
+    ct_cl_run(m->cl, m->k_im2col, "im2col", 1, &gws, NULL);
 }
 
 void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *labels, int B, float scale, float shift) {
@@ -405,8 +399,8 @@ void ct_layer_forward(ct_model *m, int i, int B) {
         }
         case CT_L_MAXPOOL: {
             ct_cl_args(m->k_pool_fwd, "mmiiiiiii", L->out, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
-            size_t gws[2] = {(size_t)L->oc, (size_t)B * L->oh * L->ow}, lws[2] = {lws_c(m, L->oc), 1};
-            ct_cl_run(m->cl, m->k_pool_fwd, "maxpool_fwd", 2, gws, m->cl->is_cpu ? NULL : lws);
+            size_t gws = (size_t)B * L->oh * L->ow;
+            ct_cl_run(m->cl, m->k_pool_fwd, "maxpool_fwd", 1, &gws, NULL);
             break;
         }
         case CT_L_DENSE: {
@@ -451,16 +445,16 @@ void ct_layer_backward(ct_model *m, int i, int B) {
             if (L->dx) {
                 ct_gemm_run(&m->gemm, 0, 1, rows, kk, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, kk, NULL, 0, 0);
                 ct_cl_args(m->k_col2im, "mmiiiiiiiii", L->dx, m->ws, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
-                size_t gws[2] = {(size_t)L->ic, (size_t)B * L->ih * L->iw}, lws[2] = {lws_c(m, L->ic), 1};
-                ct_cl_run(m->cl, m->k_col2im, "col2im", 2, gws, m->cl->is_cpu ? NULL : lws);
+                size_t gws = (size_t)B * L->ih * L->iw;
+                ct_cl_run(m->cl, m->k_col2im, "col2im", 1, &gws, NULL);
             }
             break;
         }
         case CT_L_MAXPOOL:
             if (L->dx) {
                 ct_cl_args(m->k_pool_bwd, "mmmiiiiiii", L->dx, dy, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
-                size_t gws[2] = {(size_t)L->ic, (size_t)B * L->ih * L->iw}, lws[2] = {lws_c(m, L->ic), 1};
-                ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 2, gws, m->cl->is_cpu ? NULL : lws);
+                size_t gws = (size_t)B * L->ih * L->iw;
+                ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 1, &gws, NULL);
             }
             break;
         case CT_L_DENSE: {

@@ -1,0 +1,50 @@
+/* train.h: the training loop (deterministic batch order from the seed,
+ * progress lines, evaluation with per-class accuracy and a confusion matrix).
+ * Tested end to end by tests/test_train.c and tests/cli_*.sh. */
+#ifndef CLTRAIN_TRAIN_H
+#define CLTRAIN_TRAIN_H
+#include "cltrain/data.h"
+#include "cltrain/model.h"
+
+typedef struct ct_train_opts {
+    const char *model;     /* --model, default mnist-cnn */
+    int epochs;            /* --epochs (1) */
+    int batch;             /* --batch-size (128) */
+    ct_optim optim;        /* --optimizer, --lr, --weight-decay, --momentum */
+    uint64_t seed;         /* --seed (1) */
+    int eval_every;        /* --eval-every N steps (0: at each epoch end only) */
+    const char *device;    /* --device P:D */
+    int gemm;              /* --gemm native|clblast|auto */
+    long max_steps;        /* --steps: stop after this many steps (0: no limit) */
+    int limit_train;       /* --limit-train N: use the first N training samples (0: all) */
+    int limit_test;        /* --limit-test N */
+    int progress_every;    /* plain progress line every N steps (default 50) */
+    int quiet;             /* no progress lines */
+    float scale, shift;    /* input x = byte*scale + shift (1/255, 0) */
+} ct_train_opts;
+
+typedef struct ct_eval_result {
+    int n, correct;
+    double loss;
+    int n_classes;
+    int *confusion;        /* [true][pred], n_classes^2 */
+} ct_eval_result;
+
+typedef struct ct_train_result {
+    long steps;
+    double images_per_s;   /* over the whole run, excluding evaluation */
+    double last_loss, last_acc;
+    double test_acc;
+    double startup_s;      /* device open and kernel builds */
+} ct_train_result;
+
+void ct_train_defaults(ct_train_opts *o);
+/* Train opts->model on train, evaluate on test after each epoch. Prints progress to out. */
+int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out);
+/* Evaluate on ds with the model's current weights. res->confusion is allocated. */
+int ct_evaluate(ct_model *m, const ct_dataset *ds, int limit, float scale, float shift, ct_eval_result *res);
+void ct_eval_print(const ct_eval_result *r, char **class_names, FILE *out, int confusion);
+void ct_eval_free(ct_eval_result *r);
+/* Deterministic order of epoch e: a permutation of 0..n-1 from (seed, epoch). */
+void ct_epoch_order(int *perm, int n, uint64_t seed, int epoch);
+#endif

@@ -1,0 +1,162 @@
+/* cli/main.c: `cltrain COMMAND [options]`, a thin client of libcltrain.
+ * Options follow GNU conventions (getopt_long). Exit codes: 0 success,
+ * 1 training failed (NaN, device error), 2 bad usage or bad input.
+ * Tested by tests/cli.sh. */
+#include "cltrain/train.h"
+#include "cli.h"
+#include <errno.h>
+#include <getopt.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "Usage: cltrain COMMAND [OPTIONS]\n"
+            "Train convolutional networks with hand-written OpenCL kernels.\n\n"
+            "Commands:\n"
+            "  devices                 list OpenCL platforms and devices\n"
+            "  mnist                   train on MNIST digits (datasets/mnist, downloaded if missing)\n"
+            "  fashion-mnist           train on Fashion-MNIST (Debian's dataset-fashion-mnist; works offline)\n"
+            "  bench kernels|train     measured figures, as a table\n\n"
+            "Training options:\n"
+            "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
+            "  --epochs N              passes over the training set [1]\n"
+            "  --batch-size N          images per step [128]\n"
+            "  --lr X                  learning rate [3e-4 for adam, 0.01 for sgd]\n"
+            "  --optimizer adam|sgd    Adam or SGD with momentum [adam]\n"
+            "  --momentum X            SGD momentum [0.9]\n"
+            "  --weight-decay X        decoupled weight decay on weights (not biases) [0]\n"
+            "  --seed N                weights and data order depend only on it [1]\n"
+            "  --eval-every N          also evaluate every N steps [0: each epoch end]\n"
+            "  --data DIR              where the data set is\n"
+            "  --device P:D            OpenCL platform:device (see `cltrain devices`; or CLTRAIN_DEVICE)\n"
+            "  --gemm native|clblast|auto  matrix-product path [native]\n"
+            "  --steps N               stop after N steps\n"
+            "  --limit-train N, --limit-test N  use only the first N images\n"
+            "  --quiet                 no progress lines\n"
+            "  -h, --help              this help;  -V, --version  version\n\n"
+            "Environment: CLTRAIN_DEVICE, CLTRAIN_DEBUG=1|2, CLTRAIN_SYNC=1, CLTRAIN_KERNEL_DIR,\n"
+            "CLTRAIN_CACHE_DIR, CLTRAIN_GEMM=TM,NV,KCHUNK (see README).\n");
+}
+
+int cli_fail(int code) {
+    fprintf(stderr, "cltrain: %s\n", ct_last_error());
+    return ct_exit_code(code);
+}
+
+static int parse_num(const char *opt, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !(v >= lo && v <= hi))
+        return ct_fail(CT_EINPUT, "--%s %s: expected a number in %g..%g", opt, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static int parse_int_opt(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        return ct_fail(CT_EINPUT, "--%s %s: expected a whole number in %ld..%ld", opt, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
+       O_LTRAIN, O_LTEST, O_QUIET };
+
+int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, O_MODEL}, {"epochs", required_argument, 0, O_EPOCHS},
+        {"batch-size", required_argument, 0, O_BATCH}, {"lr", required_argument, 0, O_LR},
+        {"optimizer", required_argument, 0, O_OPT}, {"momentum", required_argument, 0, O_MOM},
+        {"weight-decay", required_argument, 0, O_WD}, {"seed", required_argument, 0, O_SEED},
+        {"eval-every", required_argument, 0, O_EVAL}, {"data", required_argument, 0, O_DATA},
+        {"device", required_argument, 0, O_DEVICE}, {"gemm", required_argument, 0, O_GEMM},
+        {"steps", required_argument, 0, O_STEPS}, {"limit-train", required_argument, 0, O_LTRAIN},
+        {"limit-test", required_argument, 0, O_LTEST}, {"quiet", no_argument, 0, O_QUIET},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int c, lr_set = 0;
+    long l;
+    double d;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case O_MODEL: o->model = optarg; break;
+        case O_EPOCHS: if (!(rc = parse_int_opt("epochs", optarg, 1, 100000, &l))) o->epochs = (int)l; break;
+        case O_BATCH: if (!(rc = parse_int_opt("batch-size", optarg, 1, 4096, &l))) o->batch = (int)l; break;
+        case O_LR: if (!(rc = parse_num("lr", optarg, 0, 100, &d))) { o->optim.lr = (float)d; lr_set = 1; } break;
+        case O_OPT:
+            if (!strcmp(optarg, "adam")) o->optim.kind = CT_OPT_ADAM;
+            else if (!strcmp(optarg, "sgd")) o->optim.kind = CT_OPT_SGD;
+            else rc = ct_fail(CT_EINPUT, "--optimizer %s: expected adam or sgd", optarg);
+            break;
+        case O_MOM: if (!(rc = parse_num("momentum", optarg, 0, 1, &d))) o->optim.momentum = (float)d; break;
+        case O_WD: if (!(rc = parse_num("weight-decay", optarg, 0, 10, &d))) o->optim.wd = (float)d; break;
+        case O_SEED: if (!(rc = parse_int_opt("seed", optarg, 0, 0x7fffffffffffffffL, &l))) o->seed = (uint64_t)l; break;
+        case O_EVAL: if (!(rc = parse_int_opt("eval-every", optarg, 0, 1L << 40, &l))) o->eval_every = (int)l; break;
+        case O_DATA: *data = optarg; break;
+        case O_DEVICE: o->device = optarg; break;
+        case O_GEMM:
+            if (!strcmp(optarg, "native")) o->gemm = CT_GEMM_NATIVE;
+            else if (!strcmp(optarg, "clblast")) o->gemm = CT_GEMM_CLBLAST;
+            else if (!strcmp(optarg, "auto")) o->gemm = CT_GEMM_AUTO;
+            else rc = ct_fail(CT_EINPUT, "--gemm %s: expected native, clblast or auto", optarg);
+            break;
+        case O_STEPS: if (!(rc = parse_int_opt("steps", optarg, 1, 1L << 40, &l))) o->max_steps = l; break;
+        case O_LTRAIN: if (!(rc = parse_int_opt("limit-train", optarg, 1, 1L << 30, &l))) o->limit_train = (int)l; break;
+        case O_LTEST: if (!(rc = parse_int_opt("limit-test", optarg, 1, 1L << 30, &l))) o->limit_test = (int)l; break;
+        case O_QUIET: o->quiet = 1; break;
+        case 'h': usage(stdout); exit(0);
+        case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]); break;
+        default: rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain --help`", argv[optind - 1]); break;
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc) return ct_fail(CT_EINPUT, "unexpected argument '%s'; see `cltrain --help`", argv[optind]);
+    if (!lr_set && o->optim.kind == CT_OPT_SGD) o->optim.lr = 0.01f;
+    return 0;
+}
+
+static int cmd_mnist(int argc, char **argv, int kind) {
+    ct_train_opts o;
+    ct_train_defaults(&o);
+    const char *data = NULL;
+    int rc = cli_parse_train(argc, argv, &o, &data);
+    if (rc) return cli_fail(rc);
+    if (!data) data = kind == CT_FASHION_MNIST ? "/usr/share/datasets/fashion-mnist" : "datasets/mnist";
+    ct_dataset train = {0}, test = {0};
+    double t0 = ct_now();
+    rc = ct_mnist_load(&train, &test, data, kind, kind == CT_MNIST);
+    if (rc) return cli_fail(rc);
+    if (!o.quiet) fprintf(stdout, "%s: %d training and %d test images from %s (%.2f s)\n", kind == CT_MNIST ? "mnist" : "fashion-mnist",
+                          train.n, test.n, data, ct_now() - t0);
+    ct_train_result res;
+    rc = ct_train(&o, &train, &test, &res, stdout);
+    ct_dataset_free(&train);
+    ct_dataset_free(&test);
+    return rc ? cli_fail(rc) : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) { printf("cltrain %s\n", CT_VERSION); return 0; }
+    if (!strcmp(cmd, "devices")) {
+        if (argc > 2) { ct_fail(CT_EINPUT, "devices takes no arguments"); return cli_fail(CT_EINPUT); }
+        int rc = ct_cl_list(stdout);
+        return rc ? cli_fail(rc) : 0;
+    }
+    if (!strcmp(cmd, "mnist")) return cmd_mnist(argc - 1, argv + 1, CT_MNIST);
+    if (!strcmp(cmd, "fashion-mnist")) return cmd_mnist(argc - 1, argv + 1, CT_FASHION_MNIST);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    ct_fail(CT_EINPUT, "unknown command '%s'; see `cltrain --help`", cmd);
+    return cli_fail(CT_EINPUT);
+}
