@@ -127,6 +127,11 @@ static int cmd_mnist(int argc, char **argv, int kind) {
     const char *data = NULL;
     int rc = cli_parse_train(argc, argv, &o, &data);
     if (rc) return cli_fail(rc);
+    /* a bad --model fails before seconds of data loading */
+    ct_model probe;
+    rc = ct_model_load(&probe, o.model);
+    ct_model_free(&probe);
+    if (rc) return cli_fail(rc);
     if (!data) data = kind == CT_FASHION_MNIST ? "/usr/share/datasets/fashion-mnist" : "datasets/mnist";
     ct_dataset train = {0}, test = {0};
     double t0 = ct_now();
