@@ -147,6 +147,7 @@ static int cmd_mnist(int argc, char **argv, int kind) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they happen, also in a pipe or a log */
     if (argc < 2) {
         usage(stderr);
         return 2;
