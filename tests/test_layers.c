@@ -1,0 +1,595 @@
+/* test_layers.c: every device layer pass against the float64 references in
+ * src/ref, on small models built from .cfg text (ct_model_parse/setup).
+ *
+ * check_layer runs one layer's forward with its output poisoned with NaN and
+ * compares it with the reference on the same (device) input; then writes a
+ * random dy into the next layer's dx (or dlogits), random values into every
+ * parameter gradient (gradients accumulate, so the expectation is start +
+ * reference) and NaN into the layer's dx, runs its backward and compares the
+ * layer's weight and bias gradients, its dx, and checks that no other
+ * layer's gradients moved. The reference backward is given the device's own
+ * forward output for the ReLU mask (already checked equal), so an output
+ * within rounding of zero cannot flip the mask between the two.
+ * Shapes: batch 1, odd sizes, C=1, primes, stride 2, pad, 1x1 and 5x5, C a
+ * multiple of 16 (the kernels' float16 paths) and not, partial batches, and
+ * mnist-cnn at batch 4.
+ * Also: softmax cross-entropy (large logits, ties), Adam and SGD over several
+ * steps, u8 input conversion, accumulation semantics, the non-finite check.
+ * Skipped without an OpenCL device. */
+#include "ct_test.h"
+#include "cltrain/model.h"
+#include "cltrain/ref.h"
+
+/* ---------------- helpers ---------------- */
+
+static int make_model(ct_model *m, const char *cfg, int batch) {
+    int rc = ct_model_parse(m, cfg, "test.cfg");
+    if (rc) fprintf(stderr, "# parse: %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    rc = ct_model_setup(m, &g_cl, batch, CT_GEMM_NATIVE);
+    if (rc) fprintf(stderr, "# setup: %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    return 0;
+}
+
+static float *dev_read(cl_mem b, size_t n) {
+    float *h = malloc(n * sizeof(float) + 4);
+    ct_cl_read(&g_cl, b, 0, n * sizeof(float), h);
+    return h;
+}
+
+static void dev_poison(cl_mem b, size_t n) {
+    float *t = malloc(n * sizeof(float) + 4);
+    ct_fill_nan(t, n);
+    ct_cl_write(&g_cl, b, 0, n * sizeof(float), t);
+    free(t);
+}
+
+static float *dev_rand(cl_mem b, size_t n, ct_rng *g, float scale) {
+    float *h = malloc(n * sizeof(float) + 4);
+    ct_fill_rand(h, n, g, scale);
+    ct_cl_write(&g_cl, b, 0, n * sizeof(float), h);
+    return h;
+}
+
+static double amax(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+/* float32 sums of len products of magnitude <= a*b: error grows like sqrt(len) (as test_gemm) */
+static double sum_atol(size_t len, double a, double b) { return 4e-5 * sqrt((double)len + 1) * (a * b + 1e-30); }
+
+/* Random parameters: weights U(-s, s) with s = 1 or sqrt(3/fan_in) (unit variance outputs), biases U(-0.5, 0.5). */
+static float *set_random_params(ct_model *m, ct_rng *g, int scaled) {
+    float *P = malloc(m->n_params * sizeof(float) + 4);
+    for (int i = 0; i < m->n_layers; i++) {
+        ct_layer *L = &m->layers[i];
+        if (!L->n_w) continue;
+        float s = scaled ? sqrtf(3.0f / (float)(L->n_w / (size_t)L->oc)) : 1.0f;
+        ct_fill_rand(P + L->w_off, L->n_w, g, s);
+        ct_fill_rand(P + L->b_off, L->n_b, g, 0.5f);
+    }
+    ct_model_set_params(m, P);
+    return P;
+}
+
+static ref_conv_shape conv_shape(const ct_layer *L, int B) {
+    ref_conv_shape s = {B, L->ih, L->iw, L->ic, L->oc, L->k, L->k, L->stride, L->pad, L->oh, L->ow};
+    return s;
+}
+
+/* Forward and backward of layer i at batch B (<= m->batch) against the references. */
+static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
+    ct_layer *L = &m->layers[i];
+    static const char *names[] = {"conv", "maxpool", "dense"};
+    size_t nin = (size_t)B * L->ih * L->iw * L->ic, nout = (size_t)B * L->oh * L->ow * L->oc, np = m->n_params;
+    char what[160], tag[120];
+    int n = snprintf(tag, sizeof tag, "layer %d %s B%d %dx%dx%d->%dx%dx%d", i, names[L->type], B, L->ih, L->iw, L->ic,
+                     L->oh, L->ow, L->oc);
+    if (L->type != CT_L_DENSE) n += snprintf(tag + n, sizeof tag - (size_t)n, " k%d s%d p%d", L->k, L->stride, L->pad);
+    snprintf(tag + n, sizeof tag - (size_t)n, "%s", L->act ? " relu" : "");
+    float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
+    const float *W = P + L->w_off, *bias = P + L->b_off;
+
+    /* forward */
+    dev_poison(L->out, nout);
+    ct_layer_forward(m, i, B);
+    float *y = dev_read(L->out, nout), *want = malloc(nout * 4 + 4);
+    ref_conv_shape s = conv_shape(L, B);
+    int K = L->ih * L->iw * L->ic;
+    double atol = 0;
+    switch (L->type) {
+    case CT_L_CONV:
+        ref_conv_forward(&s, want, x, W, bias, L->act);
+        atol = sum_atol((size_t)L->k * L->k * L->ic, amax(x, nin), amax(W, L->n_w));
+        break;
+    case CT_L_MAXPOOL:
+        ref_maxpool_forward(want, x, B, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+        break;  /* a copy of one input: exact */
+    case CT_L_DENSE:
+        ref_gemm(0, 0, B, L->oc, K, 1.0f, x, K, W, L->oc, 0.0f, want, L->oc, bias, L->act);
+        atol = sum_atol((size_t)K, amax(x, nin), amax(W, L->n_w));
+        break;
+    }
+    snprintf(what, sizeof what, "%s forward", tag);
+    assert_true(ct_compare(what, y, want, nout, atol ? 1e-4 : 0, atol));
+
+    /* backward */
+    cl_mem dyb = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
+    float *dy = dev_rand(dyb, nout, g, 1.0f);
+    float *g0 = dev_rand(m->grads, np, g, 1.0f);
+    if (L->dx) dev_poison(L->dx, nin);
+    ct_layer_backward(m, i, B);
+    float *grads = dev_read(m->grads, np), *dx = L->dx ? dev_read(L->dx, nin) : NULL;
+    float *wg = malloc(np * 4 + 4), *wdx = malloc(nin * 4 + 4), *dym = malloc(nout * 4 + 4);
+    memcpy(wg, g0, np * 4);
+    for (size_t j = 0; j < nout; j++) dym[j] = L->act && !(y[j] > 0) ? 0.0f : dy[j];
+    double atol_w = 0, atol_b = 0, atol_x = 1e-6;
+    size_t rows = (size_t)B * L->oh * L->ow;
+    switch (L->type) {
+    case CT_L_CONV:
+        ref_conv_backward(&s, wdx, wg + L->w_off, wg + L->b_off, dy, y, x, W, L->act);
+        atol_w = sum_atol(rows, amax(x, nin), 1);
+        atol_b = sum_atol(rows, 1, 1);
+        atol_x = sum_atol((size_t)L->k * L->k * L->oc, 1, amax(W, L->n_w));
+        break;
+    case CT_L_MAXPOOL:
+        ref_maxpool_backward(wdx, dy, x, B, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+        break;
+    case CT_L_DENSE: {
+        float *ones = malloc((size_t)B * 4);
+        for (int j = 0; j < B; j++) ones[j] = 1;
+        ref_gemm(1, 0, K, L->oc, B, 1.0f, x, K, dym, L->oc, 1.0f, wg + L->w_off, L->oc, NULL, 0);
+        ref_gemm(1, 0, 1, L->oc, B, 1.0f, ones, 1, dym, L->oc, 1.0f, wg + L->b_off, L->oc, NULL, 0);
+        ref_gemm(0, 1, B, K, L->oc, 1.0f, dym, L->oc, W, L->oc, 0.0f, wdx, K, NULL, 0);
+        atol_w = sum_atol((size_t)B, amax(x, nin), 1);
+        atol_b = sum_atol((size_t)B, 1, 1);
+        atol_x = sum_atol((size_t)L->oc, 1, amax(W, L->n_w));
+        free(ones);
+        break;
+    }
+    }
+    if (L->n_w) {
+        snprintf(what, sizeof what, "%s dW (accumulated)", tag);
+        assert_true(ct_compare(what, grads + L->w_off, wg + L->w_off, L->n_w, 1e-4, atol_w));
+        snprintf(what, sizeof what, "%s db (accumulated)", tag);
+        assert_true(ct_compare(what, grads + L->b_off, wg + L->b_off, L->n_b, 1e-4, atol_b));
+    }
+    /* no other layer's gradients move */
+    for (size_t j = 0; j < np; j++)
+        if (j < L->w_off || j >= L->b_off + L->n_b) assert_true(grads[j] == g0[j]);
+    if (dx) {
+        snprintf(what, sizeof what, "%s dx", tag);
+        assert_true(ct_compare(what, dx, wdx, nin, 1e-4, atol_x));
+    }
+    /* documented: ReLU backward is applied to dy in place */
+    if (L->act) {
+        float *dy_after = dev_read(dyb, nout);
+        assert_memory_equal(dy_after, dym, nout * 4);
+        free(dy_after);
+    }
+    free(x); free(y); free(want); free(dy); free(g0); free(grads); free(dx); free(wg); free(wdx); free(dym);
+}
+
+/* A model whose layer 1 is the layer under test: [maxpool] size=1 (identity)
+ * first so that layer 1 gets a dx, a final dense to satisfy the format. */
+static void run_single(const char *cfg, int batch, int B, int layer, uint64_t seed, float in_scale) {
+    ct_model m;
+    make_model(&m, cfg, batch);
+    ct_rng g = ct_rng_make(seed, 0x1a7e, (uint64_t)batch);
+    float *P = set_random_params(&m, &g, 0);
+    float *x = dev_rand(m.input, (size_t)B * m.in_h * m.in_w * m.in_c, &g, in_scale);
+    for (int i = 0; i <= layer; i++) check_layer(&m, i, B, &g, P);
+    free(P);
+    free(x);
+    ct_model_free(&m);
+}
+
+/* ---------------- conv ---------------- */
+
+typedef struct conv_case { int batch, B, H, W, C, K, k, s, p, relu; } conv_case;
+
+static void test_conv(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const conv_case cases[] = {
+        /* batch B  H   W   C   K  k  s  p relu */
+        {1, 1, 5, 5, 1, 1, 3, 1, 0, 1},
+        {2, 2, 7, 9, 3, 5, 3, 1, 1, 1},
+        {3, 3, 7, 9, 1, 13, 3, 2, 1, 0},
+        {1, 1, 8, 8, 13, 5, 1, 1, 0, 1},
+        {2, 2, 9, 7, 5, 13, 5, 2, 2, 1},
+        {2, 2, 6, 6, 2, 3, 5, 1, 0, 0},
+        {1, 1, 11, 11, 3, 17, 3, 2, 0, 1},
+        {5, 3, 4, 4, 7, 33, 3, 1, 1, 1},   /* partial batch */
+        {2, 1, 5, 5, 67, 65, 3, 1, 1, 1},  /* more channels than a 64-wide work-group */
+        {2, 2, 7, 5, 16, 5, 3, 2, 1, 1},   /* C a multiple of 16: the float16 im2col/col2im paths */
+        {1, 1, 6, 6, 48, 3, 3, 1, 1, 1},
+        {1, 1, 6, 7, 2, 3, 3, 3, 0, 0},    /* k == s: disjoint windows, the last column unread */
+        {1, 1, 8, 8, 3, 4, 2, 3, 1, 1},    /* stride 3 > size 2: inputs no window reads */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const conv_case *t = &cases[c];
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=2\n[maxpool]\nsize=1\n"
+                 "[conv]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\nactivation=%s\n[dense]\noutputs=2\n[softmax]\n",
+                 t->H, t->W, t->C, t->K, t->k, t->s, t->p, t->relu ? "relu" : "linear");
+        run_single(cfg, t->batch, t->B, 1, 100 + c, 1.0f);
+    }
+}
+
+/* ---------------- maxpool ---------------- */
+
+typedef struct pool_case { int B, H, W, C, k, s; } pool_case;
+
+static void test_maxpool(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const pool_case cases[] = {
+        {1, 4, 4, 1, 2, 2}, {2, 7, 9, 3, 2, 2},  /* odd sizes: floor mode drops the last row/column */
+        {1, 7, 7, 2, 3, 2},                      /* overlapping windows */
+        {3, 5, 5, 1, 2, 2}, {2, 9, 8, 17, 3, 1}, {1, 6, 6, 67, 2, 2},
+        {1, 8, 8, 2, 2, 3},                      /* stride 3 > size 2: inputs in no window get 0 */
+        {4, 26, 26, 64, 2, 2},                   /* mnist-cnn's pool at batch 4 (C=64) */
+        {2, 7, 9, 16, 3, 2}, {1, 9, 7, 32, 2, 2}, /* C a multiple of 16: the float16 paths */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const pool_case *t = &cases[c];
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=2\n[maxpool]\nsize=1\n"
+                 "[maxpool]\nsize=%d\nstride=%d\n[dense]\noutputs=2\n[softmax]\n",
+                 t->H, t->W, t->C, t->k, t->s);
+        run_single(cfg, t->B, t->B, 1, 200 + c, 1.0f);
+    }
+}
+
+/* Many exact ties (inputs in {-1, 0, 1}, or all equal): the first maximum in
+ * (ky, kx) order wins in forward and backward, as in the reference. */
+static void test_maxpool_ties(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const int channels[] = {3, 16, 32};  /* scalar and float16 paths */
+    for (size_t ci = 0; ci < sizeof channels / sizeof *channels; ci++) {
+        int C = channels[ci];
+        char cfg[256];
+        snprintf(cfg, sizeof cfg, "[net]\nheight=7\nwidth=7\nchannels=%d\nclasses=2\n[maxpool]\nsize=1\n"
+                                  "[maxpool]\nsize=3\nstride=2\n[dense]\noutputs=2\n[softmax]\n", C);
+        ct_model m;
+        make_model(&m, cfg, 2);
+        ct_rng g = ct_rng_make(300, (uint64_t)C, 0);
+        float *P = set_random_params(&m, &g, 0);
+        size_t n = (size_t)2 * 7 * 7 * C;
+        float *x = malloc(n * 4);
+        for (size_t i = 0; i < n; i++) x[i] = (float)ct_rng_below(&g, 3) - 1.0f;
+        for (size_t i = 0; i < (size_t)7 * 7 * C; i++) x[i] = -2.0f;  /* sample 0: all equal and negative */
+        ct_cl_write(&g_cl, m.input, 0, n * 4, x);
+        check_layer(&m, 0, 2, &g, P);
+        check_layer(&m, 1, 2, &g, P);
+        free(x); free(P);
+        ct_model_free(&m);
+    }
+}
+
+/* ---------------- dense ---------------- */
+
+typedef struct dense_case { int B, h, w, c, O, classes, relu; } dense_case;
+
+static void test_dense(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const dense_case cases[] = {
+        {1, 1, 1, 1, 1, 2, 0}, {3, 1, 1, 7, 5, 3, 1}, {5, 3, 5, 2, 17, 11, 1},
+        {2, 1, 1, 33, 65, 2, 0}, {7, 1, 1, 100, 19, 13, 1}, {1, 2, 3, 5, 129, 31, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const dense_case *t = &cases[c];
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=%d\n[maxpool]\nsize=1\n"
+                 "[dense]\noutputs=%d\nactivation=%s\n[dense]\noutputs=%d\n[softmax]\n",
+                 t->h, t->w, t->c, t->classes, t->O, t->relu ? "relu" : "linear", t->classes);
+        run_single(cfg, t->B, t->B, 2, 400 + c, 1.0f);  /* layer 1 (dy from dx) and 2 (dy = dlogits) */
+    }
+}
+
+/* ---------------- mnist-cnn at batch 4 ---------------- */
+
+static void test_mnist_cnn_shapes(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_model m;
+    int rc = ct_model_load(&m, "mnist-cnn");
+    assert_int_equal(rc, 0);
+    rc = ct_model_setup(&m, &g_cl, 4, CT_GEMM_NATIVE);
+    if (rc) fprintf(stderr, "# setup: %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    ct_rng g = ct_rng_make(500, 0, 0);
+    float *P = set_random_params(&m, &g, 1);
+    float *x = dev_rand(m.input, 4 * 28 * 28, &g, 1.0f);
+    /* 28x28x1 -> 32 3x3, 26x26x32 -> 64 3x3, maxpool 2, dense 9216 -> 128, 128 -> 10;
+     * each layer's reference runs on the device's output of the layer before */
+    for (int i = 0; i < m.n_layers; i++) check_layer(&m, i, 4, &g, P);
+    free(x); free(P);
+    ct_model_free(&m);
+}
+
+/* ---------------- softmax cross-entropy ---------------- */
+
+static void check_xent(ct_model *m, int B, const float *z, const int32_t *lab, const char *tag) {
+    int C = m->n_classes;
+    size_t n = (size_t)B * C;
+    ct_layer *last = &m->layers[m->n_layers - 1];
+    ct_cl_write(&g_cl, last->out, 0, n * 4, z);
+    ct_cl_write(&g_cl, m->labels, 0, (size_t)B * 4, lab);
+    dev_poison(m->loss, (size_t)m->batch);
+    dev_poison(m->dlogits, (size_t)m->batch * C);
+    int32_t *pred = malloc((size_t)m->batch * 4);
+    memset(pred, 0xff, (size_t)m->batch * 4);
+    ct_cl_write(&g_cl, m->pred, 0, (size_t)m->batch * 4, pred);
+    ct_model_loss(m, B);
+    float *loss = dev_read(m->loss, (size_t)B), *dl = dev_read(m->dlogits, n);
+    ct_cl_read(&g_cl, m->pred, 0, (size_t)B * 4, pred);
+    float *wloss = malloc((size_t)B * 4), *wdl = malloc(n * 4);
+    double total = 0;
+    for (int b = 0; b < B; b++) {
+        double l = ref_softmax_xent(wdl + (size_t)b * C, z + (size_t)b * C, lab + b, 1, C, NULL);
+        for (int j = 0; j < C; j++) wdl[(size_t)b * C + j] /= (float)B;  /* the mean over B rows */
+        wloss[b] = (float)l;
+        total += l;
+        /* the prediction is the first maximum */
+        int arg = 0;
+        for (int j = 1; j < C; j++)
+            if (z[(size_t)b * C + j] > z[(size_t)b * C + arg]) arg = j;
+        if (pred[b] != arg) fprintf(stderr, "# %s: pred[%d] = %d, want %d\n", tag, b, pred[b], arg);
+        assert_int_equal(pred[b], arg);
+    }
+    char what[128];
+    /* float log-sum-exp: a few ulps of the largest logit plus a few of the loss */
+    double zmax = amax(z, n);
+    snprintf(what, sizeof what, "%s loss", tag);
+    assert_true(ct_compare(what, loss, wloss, (size_t)B, 1e-5, 1e-6 + 4e-7 * zmax));
+    snprintf(what, sizeof what, "%s dlogits", tag);
+    assert_true(ct_compare(what, dl, wdl, n, 1e-4, 1e-6 / B));
+    double got_total = ct_model_read_results(m, B, NULL);
+    assert_true(fabs(got_total - total) <= 1e-5 * fabs(total) + B * (1e-6 + 4e-7 * zmax));
+    free(pred); free(loss); free(dl); free(wloss); free(wdl);
+}
+
+static void test_softmax_xent(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const int shapes[][3] = {{1, 1, 2}, {5, 5, 10}, {16, 13, 37}, {64, 64, 10}};  /* batch, B, C */
+    static const float scales[] = {1, 5, 20};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int batch = shapes[si][0], B = shapes[si][1], C = shapes[si][2];
+        char cfg[256];
+        snprintf(cfg, sizeof cfg, "[net]\nheight=1\nwidth=1\nchannels=%d\nclasses=%d\n[maxpool]\nsize=1\n[dense]\noutputs=%d\n[softmax]\n",
+                 C, C, C);
+        ct_model m;
+        make_model(&m, cfg, batch);
+        ct_rng g = ct_rng_make(600 + si, 0, 0);
+        float *z = malloc((size_t)B * C * 4);
+        int32_t *lab = malloc((size_t)B * 4);
+        for (size_t k = 0; k < sizeof scales / sizeof *scales; k++) {
+            ct_fill_rand(z, (size_t)B * C, &g, scales[k]);
+            for (int b = 0; b < B; b++) lab[b] = (int32_t)ct_rng_below(&g, (uint32_t)C);
+            char tag[64];
+            snprintf(tag, sizeof tag, "softmax_xent B%d C%d scale %g", B, C, scales[k]);
+            check_xent(&m, B, z, lab, tag);
+        }
+        free(z); free(lab);
+        ct_model_free(&m);
+    }
+}
+
+/* logits of magnitude 1e4: no overflow, no log(0), no NaN; ties predict the first */
+static void test_softmax_xent_large(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_model m;
+    make_model(&m, "[net]\nheight=1\nwidth=1\nchannels=3\nclasses=3\n[maxpool]\nsize=1\n[dense]\noutputs=3\n[softmax]\n", 6);
+    float z[6 * 3] = {1e4f, 9999.0f, -1e4f, 1e4f, 9999.0f, -1e4f, -1e4f, -1e4f, -1e4f,
+                      -1e4f, 1e4f, 1e4f, 3e4f, -3e4f, 0.0f, 0.5f, 0.5f, -0.5f};
+    int32_t lab[6] = {1, 2, 0, 0, 1, 1};
+    check_xent(&m, 6, z, lab, "softmax_xent large logits");
+    float loss[6];
+    ct_cl_read(&g_cl, m.loss, 0, sizeof loss, loss);
+    double l1 = log1p(exp(-1.0));
+    double want[5] = {1 + l1, 2e4 + l1, log(3.0), 2e4 + log(2.0), 6e4};
+    for (int b = 0; b < 5; b++) {
+        assert_true(isfinite(loss[b]));
+        assert_true(fabs(loss[b] - want[b]) <= 1e-6 * want[b] + 4e-7 * 3e4);
+    }
+    float dl[18];
+    ct_cl_read(&g_cl, m.dlogits, 0, sizeof dl, dl);
+    for (int i = 0; i < 18; i++) assert_true(isfinite(dl[i]));
+    ct_model_free(&m);
+}
+
+/* ---------------- optimizers ---------------- */
+
+static const char *optim_cfg = "[net]\nheight=5\nwidth=5\nchannels=2\nclasses=4\n[conv]\nfilters=3\nsize=3\nactivation=relu\n"
+                               "[maxpool]\nsize=2\nstride=1\n[dense]\noutputs=4\n[softmax]\n";
+
+static void ref_step_segments(ct_model *m, const ct_optim *o, float *P, float *M1, float *M2, const float *G, int t) {
+    for (int i = 0; i < m->n_layers; i++) {
+        ct_layer *L = &m->layers[i];
+        if (!L->n_w) continue;
+        /* weight decay applies to weights only (the device's decay_mask) */
+        if (o->kind == CT_OPT_ADAM) {
+            ref_adam(P + L->w_off, M1 + L->w_off, M2 + L->w_off, G + L->w_off, (long)L->n_w, o->lr, o->b1, o->b2, o->eps, o->wd, t);
+            ref_adam(P + L->b_off, M1 + L->b_off, M2 + L->b_off, G + L->b_off, (long)L->n_b, o->lr, o->b1, o->b2, o->eps, 0.0f, t);
+        } else {
+            ref_sgd(P + L->w_off, M1 + L->w_off, G + L->w_off, (long)L->n_w, o->lr, o->momentum, o->wd);
+            ref_sgd(P + L->b_off, M1 + L->b_off, G + L->b_off, (long)L->n_b, o->lr, o->momentum, 0.0f);
+        }
+    }
+}
+
+static void check_optim(const ct_optim *o, const char *name) {
+    ct_model m;
+    make_model(&m, optim_cfg, 2);
+    ct_model_init_weights(&m, 7);  /* zero moments, step 0 */
+    ct_rng g = ct_rng_make(700, (uint64_t)o->kind, 0);
+    size_t n = m.n_params;
+    float *P = set_random_params(&m, &g, 0);
+    float *M1 = calloc(n, 4), *M2 = calloc(n, 4);
+    for (int t = 1; t <= 5; t++) {
+        float *G = malloc(n * 4);
+        ct_fill_rand(G, n, &g, t == 3 ? 1e-3f : 1.0f);
+        for (size_t j = 0; j < n; j += 7) G[j] = 0;  /* zero gradients: Adam's 0/(0+eps) */
+        ct_cl_write(&g_cl, m.grads, 0, n * 4, G);
+        ct_model_step(&m, o);
+        ref_step_segments(&m, o, P, M1, M2, G, t);
+        float *gp = dev_read(m.params, n), *g1 = dev_read(m.mom1, n), *g2 = dev_read(m.mom2, n);
+        char what[96];
+        /* one float update of values of magnitude <= ~1 */
+        snprintf(what, sizeof what, "%s step %d params", name, t);
+        assert_true(ct_compare(what, gp, P, n, 1e-5, 1e-6));
+        snprintf(what, sizeof what, "%s step %d moment 1", name, t);
+        assert_true(ct_compare(what, g1, M1, n, 1e-5, 1e-7));
+        if (o->kind == CT_OPT_ADAM) {
+            snprintf(what, sizeof what, "%s step %d moment 2", name, t);
+            assert_true(ct_compare(what, g2, M2, n, 1e-5, 1e-9));
+        }
+        free(G); free(gp); free(g1); free(g2);
+    }
+    assert_int_equal(m.step, 5);
+    free(P); free(M1); free(M2);
+    ct_model_free(&m);
+}
+
+static void test_adam(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_optim o = {.kind = CT_OPT_ADAM, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0.1f};
+    check_optim(&o, "adam");
+}
+
+static void test_sgd(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_optim o = {.kind = CT_OPT_SGD, .lr = 5e-2f, .momentum = 0.9f, .wd = 0.1f};
+    check_optim(&o, "sgd");
+    ct_optim plain = {.kind = CT_OPT_SGD, .lr = 0.1f, .momentum = 0.0f, .wd = 0.0f};
+    check_optim(&plain, "sgd (no momentum, no decay)");
+}
+
+/* ---------------- input conversion ---------------- */
+
+static void test_u8_input(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_model m;
+    make_model(&m, "[net]\nheight=5\nwidth=7\nchannels=3\nclasses=2\n[dense]\noutputs=2\n[softmax]\n", 4);
+    size_t per = 5 * 7 * 3;
+    uint8_t *img = malloc(4 * per);
+    ct_rng g = ct_rng_make(800, 0, 0);
+    for (size_t i = 0; i < 4 * per; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
+    img[0] = 0;
+    img[1] = 255;
+    int32_t lab[4] = {1, 0, 1, 1}, got_lab[4] = {-1, -1, -1, -1};
+    struct { float scale, shift; int B; } cases[] = {{1.0f / 255, 0.0f, 3}, {1.0f / 127.5f, -1.0f, 4}, {1.0f, 0.0f, 1}};
+    for (size_t c = 0; c < 3; c++) {
+        dev_poison(m.input, 4 * per);
+        ct_cl_write(&g_cl, m.labels, 0, sizeof got_lab, got_lab);
+        ct_model_set_batch(&m, img, lab, cases[c].B, cases[c].scale, cases[c].shift);
+        float *x = dev_read(m.input, 4 * per), *want = malloc(4 * per * 4);
+        size_t n = (size_t)cases[c].B * per;
+        for (size_t i = 0; i < n; i++) want[i] = (float)img[i] * cases[c].scale + cases[c].shift;
+        char what[64];
+        snprintf(what, sizeof what, "u8 input B%d scale %g shift %g", cases[c].B, cases[c].scale, cases[c].shift);
+        assert_true(ct_compare(what, x, want, n, 1e-6, 1e-7));
+        for (size_t i = n; i < 4 * per; i++) assert_true(isnan(x[i]));  /* nothing past B images */
+        int32_t lb[4];
+        ct_cl_read(&g_cl, m.labels, 0, sizeof lb, lb);
+        for (int b = 0; b < 4; b++) assert_int_equal(lb[b], b < cases[c].B ? lab[b] : -1);
+        free(x); free(want);
+    }
+    free(img);
+    ct_model_free(&m);
+}
+
+/* ---------------- accumulation and the whole passes ---------------- */
+
+/* Parameter gradients accumulate: a second backward without zero_grad
+ * doubles them; every dx is overwritten, not added to. */
+static void test_accumulation(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    const char *cfg = "[net]\nheight=6\nwidth=6\nchannels=2\nclasses=4\n[maxpool]\nsize=1\n"
+                      "[conv]\nfilters=3\nsize=3\npad=1\nactivation=relu\n[maxpool]\nsize=2\n"
+                      "[dense]\noutputs=5\nactivation=relu\n[dense]\noutputs=4\n[softmax]\n";
+    ct_model m;
+    make_model(&m, cfg, 3);
+    ct_rng g = ct_rng_make(900, 0, 0);
+    float *P = set_random_params(&m, &g, 1);
+    float *x = dev_rand(m.input, 3 * 6 * 6 * 2, &g, 1.0f);
+    int32_t lab[3] = {0, 3, 2};
+    ct_cl_write(&g_cl, m.labels, 0, sizeof lab, lab);
+    ct_model_forward(&m, 3);
+    ct_model_loss(&m, 3);
+    ct_model_zero_grad(&m);
+    ct_model_backward(&m, 3);
+    size_t np = m.n_params;
+    float *g1 = dev_read(m.grads, np), *dx1[CT_MAX_LAYERS] = {0};
+    size_t nin[CT_MAX_LAYERS];
+    double gmax = amax(g1, np);
+    assert_true(gmax > 0);
+    for (int i = 1; i < m.n_layers; i++) {
+        ct_layer *L = &m.layers[i];
+        nin[i] = (size_t)3 * L->ih * L->iw * L->ic;
+        dx1[i] = dev_read(L->dx, nin[i]);
+        assert_true(amax(dx1[i], nin[i]) > 0);
+        dev_poison(L->dx, nin[i]);
+    }
+    ct_model_backward(&m, 3);
+    float *g2 = dev_read(m.grads, np), *twice = malloc(np * 4);
+    for (size_t j = 0; j < np; j++) twice[j] = 2 * g1[j];
+    assert_true(ct_compare("grads after two backward passes", g2, twice, np, 1e-6, 1e-7 * gmax));
+    for (int i = 1; i < m.n_layers; i++) {
+        float *d = dev_read(m.layers[i].dx, nin[i]);
+        char what[64];
+        snprintf(what, sizeof what, "layer %d dx after two backward passes", i);
+        assert_true(ct_compare(what, d, dx1[i], nin[i], 1e-6, 1e-9));
+        free(d);
+        free(dx1[i]);
+    }
+    /* zero_grad clears every gradient */
+    ct_model_zero_grad(&m);
+    float *g3 = dev_read(m.grads, np);
+    for (size_t j = 0; j < np; j++) assert_true(g3[j] == 0.0f);
+    /* the non-finite check finds a single NaN or Inf anywhere */
+    assert_int_equal(ct_model_grads_nonfinite(&m), 0);
+    float bad[2] = {NAN, INFINITY};
+    for (int k = 0; k < 2; k++) {
+        size_t at = k ? np - 1 : np / 2;
+        ct_cl_write(&g_cl, m.grads, at * 4, 4, &bad[k]);
+        assert_int_equal(ct_model_grads_nonfinite(&m), 1);
+        ct_model_zero_grad(&m);
+        assert_int_equal(ct_model_grads_nonfinite(&m), 0);
+    }
+    free(P); free(x); free(g1); free(g2); free(g3); free(twice);
+    ct_model_free(&m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_maxpool_ties),
+        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_mnist_cnn_shapes),
+        cmocka_unit_test(test_softmax_xent),
+        cmocka_unit_test(test_softmax_xent_large),
+        cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_sgd),
+        cmocka_unit_test(test_u8_input),
+        cmocka_unit_test(test_accumulation),
+    };
+    return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);
+}

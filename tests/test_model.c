@@ -1,0 +1,378 @@
+/* test_model.c: .cfg model definitions and one end-to-end training check.
+ *
+ * Parsing: the built-ins (mnist-cnn must have 1,199,882 parameters), the
+ * summary, aliases and formatting freedom, the shape arithmetic; then every
+ * kind of malformed definition must return CT_EINPUT with a one-line
+ * message naming the file and, where a line is to blame, its number.
+ * End to end (needs a device, skipped without one): a tiny net (8x8x1, conv
+ * 4 3x3 ReLU, maxpool 2, dense 3) trained for 5 Adam steps on a fixed batch
+ * fed as bytes through ct_model_set_batch, against the same 5 steps computed
+ * on the host by the float64 references; per-step losses and the final
+ * parameters must match. */
+#include "ct_test.h"
+#include "cltrain/model.h"
+#include "cltrain/ref.h"
+#include <unistd.h>
+
+/* ---------------- valid definitions ---------------- */
+
+static void test_builtin_mnist_cnn(void **state) {
+    (void)state;
+    ct_model m;
+    int rc = ct_model_load(&m, "mnist-cnn");
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    /* 320 + 18496 + 1179776 + 1290 */
+    assert_int_equal(m.n_params, 1199882);
+    assert_int_equal(m.n_layers, 5);
+    assert_int_equal(m.in_h, 28);
+    assert_int_equal(m.in_w, 28);
+    assert_int_equal(m.in_c, 1);
+    assert_int_equal(m.n_classes, 10);
+    static const int shape[5][7] = {
+        /* type       oh  ow  oc  k  relu n_w */
+        {CT_L_CONV, 26, 26, 32, 3, 1, 288},
+        {CT_L_CONV, 24, 24, 64, 3, 1, 18432},
+        {CT_L_MAXPOOL, 12, 12, 64, 2, 0, 0},
+        {CT_L_DENSE, 1, 1, 128, 0, 1, 1179648},
+        {CT_L_DENSE, 1, 1, 10, 0, 0, 1280},
+    };
+    size_t off = 0;
+    for (int i = 0; i < 5; i++) {
+        const ct_layer *L = &m.layers[i];
+        assert_int_equal(L->type, shape[i][0]);
+        assert_int_equal(L->oh, shape[i][1]);
+        assert_int_equal(L->ow, shape[i][2]);
+        assert_int_equal(L->oc, shape[i][3]);
+        if (L->type != CT_L_DENSE) assert_int_equal(L->k, shape[i][4]);
+        assert_int_equal(L->act, shape[i][5]);
+        assert_int_equal(L->n_w, shape[i][6]);
+        assert_int_equal(L->n_b, L->type == CT_L_MAXPOOL ? 0 : L->oc);
+        /* parameters are packed in layer order: weights then bias */
+        assert_int_equal(L->w_off, off);
+        assert_int_equal(L->b_off, off + L->n_w);
+        off += L->n_w + L->n_b;
+        if (i) {
+            assert_int_equal(L->ih, m.layers[i - 1].oh);
+            assert_int_equal(L->iw, m.layers[i - 1].ow);
+            assert_int_equal(L->ic, m.layers[i - 1].oc);
+        }
+    }
+    assert_int_equal(off, m.n_params);
+    /* forward multiply-adds: 2 * (26*26*32*9 + 24*24*64*288 + 9216*128 + 128*10) */
+    double flops = 2.0 * (26 * 26 * 32 * 9 + 24 * 24 * 64 * 288.0 + 9216 * 128 + 1280);
+    assert_true(fabs(m.flops_fwd - flops) < 1);
+    assert_non_null(m.cfg);
+    assert_non_null(strstr(m.cfg, "[softmax]"));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ct_model_summary(&m, f);
+    fclose(f);
+    fputs(text, stderr);
+    assert_non_null(strstr(text, "mnist-cnn"));
+    assert_non_null(strstr(text, "1199882 parameters"));
+    assert_non_null(strstr(text, "28x28x1"));
+    int lines = 0;
+    for (char *p = text; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, 1 + 5);
+    free(text);
+    assert_int_equal(ct_model_check_input(&m, 28, 28, 1, 10, "mnist"), 0);
+    ct_model_free(&m);
+}
+
+static void test_builtin_mlp(void **state) {
+    (void)state;
+    ct_model m;
+    assert_int_equal(ct_model_load(&m, "mlp"), 0);
+    assert_int_equal(m.n_params, 784 * 256 + 256 + 256 * 10 + 10);
+    assert_int_equal(m.n_layers, 2);
+    assert_int_equal(m.layers[0].act, CT_ACT_RELU);
+    assert_int_equal(m.layers[1].act, CT_ACT_LINEAR);
+    ct_model_free(&m);
+}
+
+static void test_check_input(void **state) {
+    (void)state;
+    ct_model m;
+    assert_int_equal(ct_model_load(&m, "mnist-cnn"), 0);
+    assert_int_equal(ct_model_check_input(&m, 32, 32, 3, 10, "cifar"), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), "mnist-cnn"));
+    assert_non_null(strstr(ct_last_error(), "cifar"));
+    assert_int_equal(ct_model_check_input(&m, 28, 28, 1, 26, "emnist"), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), "26"));
+    ct_model_free(&m);
+}
+
+/* aliases, comments, blank lines, spaces around '=', CRLF line ends, the shape arithmetic */
+static void test_parse_formats(void **state) {
+    (void)state;
+    const char *cfg = "# a comment\n; another\n\n[net]\nheight = 9\nwidth=8\nchannels=3\nclasses=5\n\n"
+                      "[convolutional]\nfilters=7\nsize=3\nstride=2\npad=1\nactivation=relu\n"
+                      "[maxpool]\nsize=2\n"          /* stride defaults to size */
+                      "[conv]\nfilters=4\nsize=1\n"  /* linear by default */
+                      "[maxpool]\nsize=2\nstride=1\n"
+                      "[connected]\noutputs=5\n[softmax]\n";
+    ct_model m;
+    int rc = ct_model_parse(&m, cfg, "fmt.cfg");
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    assert_int_equal(m.n_layers, 5);
+    /* conv: (9 + 2 - 3)/2 + 1 = 5, (8 + 2 - 3)/2 + 1 = 4 */
+    assert_int_equal(m.layers[0].oh, 5);
+    assert_int_equal(m.layers[0].ow, 4);
+    assert_int_equal(m.layers[0].oc, 7);
+    assert_int_equal(m.layers[0].act, CT_ACT_RELU);
+    assert_int_equal(m.layers[0].line, 10);
+    /* maxpool 2 (stride 2, floor): 2x2 */
+    assert_int_equal(m.layers[1].stride, 2);
+    assert_int_equal(m.layers[1].oh, 2);
+    assert_int_equal(m.layers[1].ow, 2);
+    assert_int_equal(m.layers[1].line, 16);
+    assert_int_equal(m.layers[2].act, CT_ACT_LINEAR);
+    assert_int_equal(m.layers[2].oc, 4);
+    assert_int_equal(m.layers[3].oh, 1);
+    assert_int_equal(m.layers[3].ow, 1);
+    assert_int_equal(m.layers[4].n_w, 4 * 5);
+    assert_int_equal(m.n_params, 3 * 3 * 3 * 7 + 7 + 7 * 4 + 4 + 4 * 5 + 5);
+    ct_model_free(&m);
+
+    const char *crlf = "[net]\r\nheight=4\r\nwidth=4\r\nchannels=1\r\nclasses=2\r\n[dense]\r\noutputs=2\r\n[softmax]\r\n";
+    rc = ct_model_parse(&m, crlf, "crlf.cfg");
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    assert_int_equal(m.n_params, 16 * 2 + 2);
+    ct_model_free(&m);
+}
+
+/* A definition in a file: the path is the model's name, errors name it. */
+static void test_load_file(void **state) {
+    (void)state;
+    char dir[] = "/tmp/cltrain-test-model-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128], bad[128], bin[128];
+    snprintf(path, sizeof path, "%s/tiny.cfg", dir);
+    snprintf(bad, sizeof bad, "%s/bad.cfg", dir);
+    snprintf(bin, sizeof bin, "%s/binary.cfg", dir);
+    FILE *f = fopen(path, "w");
+    fputs("[net]\nheight=4\nwidth=4\nchannels=1\nclasses=2\n[dense]\noutputs=2\n[softmax]\n", f);
+    fclose(f);
+    f = fopen(bad, "w");
+    fputs("[net]\nheight=4\nwidth=4\nchannels=1\nclasses=2\n[dense]\noutputs=2\nsize=3x\n[softmax]\n", f);
+    fclose(f);
+    f = fopen(bin, "wb");
+    fwrite("[net]\n\0\x01\x02", 1, 9, f);
+    fclose(f);
+    ct_model m;
+    assert_int_equal(ct_model_load(&m, path), 0);
+    assert_string_equal(m.name, path);
+    assert_int_equal(m.n_params, 34);
+    ct_model_free(&m);
+    assert_int_equal(ct_model_load(&m, bad), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), bad));
+    assert_non_null(strstr(ct_last_error(), "size=3x"));
+    ct_model_free(&m);
+    assert_int_equal(ct_model_load(&m, bin), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), bin));
+    ct_model_free(&m);
+    unlink(path); unlink(bad); unlink(bin);
+    rmdir(dir);
+}
+
+/* ---------------- malformed definitions ---------------- */
+
+#define NET "[net]\nheight=8\nwidth=8\nchannels=1\nclasses=3\n" /* lines 1-5 */
+#define TAIL "[dense]\noutputs=3\n[softmax]\n"
+
+typedef struct bad_case {
+    const char *why, *cfg;
+    int line, line2;   /* the line the message must name (0: none); line2: also accepted (a key's line vs its section's) */
+    const char *want;  /* a piece of the message */
+} bad_case;
+
+static const bad_case bad_cases[] = {
+    {"unknown layer section", NET "[conv2d]\nfilters=4\nsize=3\n" TAIL, 6, 0, "[conv2d]"},
+    {"filters not a number", NET "\n# comment\n[conv]\nfilters=abc\nsize=3\n" TAIL, 8, 9, "filters=abc"},
+    {"size=0", NET "[conv]\nfilters=4\nsize=0\n" TAIL, 6, 8, "size=0"},
+    {"trailing garbage", NET "[conv]\nfilters=4\nsize=3x\n" TAIL, 6, 8, "size=3x"},
+    {"negative pad", NET "[conv]\nfilters=4\nsize=3\npad=-1\n" TAIL, 6, 9, "pad=-1"},
+    {"number overflows", NET "[conv]\nfilters=99999999999999999999\nsize=3\n" TAIL, 6, 7, "filters="},
+    {"classes=1", "[net]\nheight=8\nwidth=8\nchannels=1\nclasses=1\n[dense]\noutputs=1\n[softmax]\n", 1, 5, "classes=1"},
+    {"unknown key", NET "[conv]\nfilters=4\nsize=3\nkernel=3\n" TAIL, 6, 9, "kernel"},
+    {"bad activation", NET "[conv]\nfilters=4\nsize=3\nactivation=tanh\n" TAIL, 6, 9, "tanh"},
+    {"missing [net]", "[conv]\nfilters=4\nsize=3\n" TAIL, 1, 0, "[net]"},
+    {"[net] not first", "# model\n[dense]\noutputs=3\n" NET "[softmax]\n", 2, 0, "[net]"},
+    {"[net] twice", NET TAIL NET, 9, 0, "[net]"},
+    {"[net] incomplete", "[net]\nheight=8\nwidth=8\nclasses=3\n" TAIL, 1, 0, "channels="},
+    {"conv larger than its input", NET "[conv]\nfilters=4\nsize=9\n" TAIL, 6, 0, "size=9"},
+    {"second conv larger than its input", NET "[conv]\nfilters=4\nsize=3\nstride=2\n[conv]\nfilters=2\nsize=5\npad=0\n" TAIL, 10, 0, "size=5"},
+    {"maxpool larger than its input", NET "[maxpool]\nsize=9\n" TAIL, 6, 0, "size=9"},
+    {"conv without size", NET "[conv]\nfilters=4\n" TAIL, 6, 0, "size="},
+    {"dense without outputs", NET "[dense]\nactivation=relu\n" TAIL, 6, 0, "outputs="},
+    {"last dense outputs != classes", NET "[dense]\noutputs=4\n[softmax]\n", 0, 0, "outputs=3"},
+    {"last layer not dense", NET "[conv]\nfilters=3\nsize=3\n[softmax]\n", 0, 0, "[dense]"},
+    {"missing [softmax]", NET "[dense]\noutputs=3\n", 0, 0, "[softmax]"},
+    {"[softmax] not last", NET "[dense]\noutputs=3\n[softmax]\n[dense]\noutputs=3\n", 9, 0, "[softmax]"},
+    {"no layers", NET "[softmax]\n", 0, 0, "no layers"},
+    {"empty", "", 0, 0, "[net]"},
+    {"text before the first section", "height=8\n" NET TAIL, 1, 0, "height=8"},
+    {"a line that is not key=value", NET "[dense]\noutputs=3\nthis is not a setting\n[softmax]\n", 8, 0, "line"},
+};
+
+static void test_bad_cfgs(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof bad_cases / sizeof *bad_cases; i++) {
+        const bad_case *c = &bad_cases[i];
+        ct_model m;
+        int rc = ct_model_parse(&m, c->cfg, "bad.cfg");
+        const char *msg = ct_last_error();
+        fprintf(stderr, "# %-32s -> %s\n", c->why, rc ? msg : "(accepted)");
+        assert_int_equal(rc, CT_EINPUT);
+        assert_non_null(strstr(msg, "bad.cfg"));
+        assert_null(strchr(msg, '\n'));
+        if (!strstr(msg, c->want)) fprintf(stderr, "# %s: message lacks '%s'\n", c->why, c->want);
+        assert_non_null(strstr(msg, c->want));
+        if (c->line) {
+            char at[32], at2[32];
+            snprintf(at, sizeof at, "bad.cfg:%d:", c->line);
+            snprintf(at2, sizeof at2, "bad.cfg:%d:", c->line2);
+            if (!strstr(msg, at) && !(c->line2 && strstr(msg, at2)))
+                fprintf(stderr, "# %s: message lacks '%s'%s%s\n", c->why, at, c->line2 ? " or " : "", c->line2 ? at2 : "");
+            assert_true(strstr(msg, at) || (c->line2 && strstr(msg, at2)));
+        }
+        ct_model_free(&m);  /* safe after a failed parse */
+    }
+}
+
+static void test_load_errors(void **state) {
+    (void)state;
+    ct_model m;
+    assert_int_equal(ct_model_load(&m, "/nonexistent/dir/model.cfg"), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), "/nonexistent/dir/model.cfg"));
+    assert_null(strchr(ct_last_error(), '\n'));
+    ct_model_free(&m);
+    assert_int_equal(ct_model_load(&m, "no-such-model.cfg"), CT_EINPUT);  /* .cfg: a file, not a built-in */
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), "no-such-model.cfg"));
+    ct_model_free(&m);
+    assert_int_equal(ct_model_load(&m, "resnet50"), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), "resnet50"));
+    assert_non_null(strstr(ct_last_error(), "mnist-cnn"));  /* lists the built-ins */
+    assert_non_null(strstr(ct_last_error(), "mlp"));
+    assert_null(strchr(ct_last_error(), '\n'));
+    ct_model_free(&m);
+}
+
+/* ---------------- end to end ---------------- */
+
+enum { E_B = 6, E_STEPS = 5 };
+
+/* One training step on the host with the references; returns the loss sum. */
+static double host_step(const ct_model *m, float *P, float *M1, float *M2, const float *x, const int32_t *lab,
+                        const ct_optim *o, int t) {
+    const ct_layer *c = &m->layers[0], *p = &m->layers[1], *d = &m->layers[2];
+    ref_conv_shape s = {E_B, c->ih, c->iw, c->ic, c->oc, c->k, c->k, c->stride, c->pad, c->oh, c->ow};
+    size_t n1 = (size_t)E_B * c->oh * c->ow * c->oc, n2 = (size_t)E_B * p->oh * p->ow * p->oc, K = (size_t)p->oh * p->ow * p->oc;
+    int C = d->oc;
+    float *y1 = malloc(n1 * 4), *y2 = malloc(n2 * 4), *z = malloc((size_t)E_B * C * 4), *dz = malloc((size_t)E_B * C * 4);
+    float *dy2 = malloc(n2 * 4), *dy1 = malloc(n1 * 4), *G = calloc(m->n_params, 4), ones[E_B];
+    for (int i = 0; i < E_B; i++) ones[i] = 1;
+    ref_conv_forward(&s, y1, x, P + c->w_off, P + c->b_off, c->act);
+    ref_maxpool_forward(y2, y1, E_B, p->ih, p->iw, p->ic, p->k, p->stride, p->oh, p->ow);
+    ref_gemm(0, 0, E_B, C, (int)K, 1.0f, y2, (int)K, P + d->w_off, C, 0.0f, z, C, P + d->b_off, d->act);
+    double loss = ref_softmax_xent(dz, z, lab, E_B, C, NULL);
+    ref_gemm(1, 0, (int)K, C, E_B, 1.0f, y2, (int)K, dz, C, 0.0f, G + d->w_off, C, NULL, 0);
+    ref_gemm(1, 0, 1, C, E_B, 1.0f, ones, 1, dz, C, 0.0f, G + d->b_off, C, NULL, 0);
+    ref_gemm(0, 1, E_B, (int)K, C, 1.0f, dz, C, P + d->w_off, C, 0.0f, dy2, (int)K, NULL, 0);
+    ref_maxpool_backward(dy1, dy2, y1, E_B, p->ih, p->iw, p->ic, p->k, p->stride, p->oh, p->ow);
+    ref_conv_backward(&s, NULL, G + c->w_off, G + c->b_off, dy1, y1, x, P + c->w_off, c->act);
+    for (int i = 0; i < m->n_layers; i++) {
+        const ct_layer *L = &m->layers[i];
+        if (!L->n_w) continue;
+        ref_adam(P + L->w_off, M1 + L->w_off, M2 + L->w_off, G + L->w_off, (long)L->n_w, o->lr, o->b1, o->b2, o->eps, o->wd, t);
+        ref_adam(P + L->b_off, M1 + L->b_off, M2 + L->b_off, G + L->b_off, (long)L->n_b, o->lr, o->b1, o->b2, o->eps, 0.0f, t);
+    }
+    free(y1); free(y2); free(z); free(dz); free(dy2); free(dy1); free(G);
+    return loss;
+}
+
+static void test_end_to_end_adam(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    const char *cfg = "[net]\nheight=8\nwidth=8\nchannels=1\nclasses=3\n"
+                      "[conv]\nfilters=4\nsize=3\nactivation=relu\n[maxpool]\nsize=2\n[dense]\noutputs=3\n[softmax]\n";
+    ct_model m;
+    assert_int_equal(ct_model_parse(&m, cfg, "e2e.cfg"), 0);
+    int rc = ct_model_setup(&m, &g_cl, E_B, CT_GEMM_NATIVE);
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    ct_model_init_weights(&m, 42);
+    size_t np = m.n_params;
+    float *P = malloc(np * 4), *M1 = calloc(np, 4), *M2 = calloc(np, 4);
+    ct_model_get_params(&m, P);
+    ct_rng g = ct_rng_make(1000, 0, 0);
+    /* the biases start at zero: give them values too so their updates are checked from step 1 */
+    for (int i = 0; i < m.n_layers; i++) ct_fill_rand(P + m.layers[i].b_off, m.layers[i].n_b, &g, 0.1f);
+    ct_model_set_params(&m, P);
+    uint8_t img[E_B * 64];
+    int32_t lab[E_B];
+    for (int i = 0; i < E_B * 64; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
+    for (int b = 0; b < E_B; b++) lab[b] = (int32_t)ct_rng_below(&g, 3);
+    const float scale = 1.0f / 255.0f;
+    float x[E_B * 64];
+    for (int i = 0; i < E_B * 64; i++) x[i] = (float)img[i] * scale;
+    ct_optim o = {.kind = CT_OPT_ADAM, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 1e-2f};
+    double max_loss_rel = 0;
+    for (int t = 1; t <= E_STEPS; t++) {
+        ct_model_set_batch(&m, img, lab, E_B, scale, 0.0f);
+        ct_model_zero_grad(&m);
+        ct_model_forward(&m, E_B);
+        ct_model_loss(&m, E_B);
+        ct_model_backward(&m, E_B);
+        ct_model_step(&m, &o);
+        int32_t pred[E_B];
+        double got = ct_model_read_results(&m, E_B, pred);
+        double want = host_step(&m, P, M1, M2, x, lab, &o, t);
+        double rel = fabs(got - want) / fabs(want);
+        if (rel > max_loss_rel) max_loss_rel = rel;
+        fprintf(stderr, "# step %d: loss sum device %.9g host %.9g (rel err %.2g)\n", t, got, want, rel);
+        assert_true(rel <= 1e-4);
+        for (int b = 0; b < E_B; b++) assert_true(pred[b] >= 0 && pred[b] < 3);
+    }
+    float *got = malloc(np * 4);
+    ct_model_get_params(&m, got);
+    /* 5 updates of ~lr each: a gradient difference of a few 1e-7 can move an
+     * Adam update (g / sqrt(v)) by up to ~1e-5 where the gradient is small */
+    assert_true(ct_compare("e2e parameters after 5 Adam steps", got, P, np, 1e-3, 1e-5));
+    /* the parameters moved: training did something */
+    float *p0 = malloc(np * 4);
+    ct_model_init_weights(&m, 42);
+    ct_model_get_params(&m, p0);
+    double moved = 0;
+    for (int i = 0; i < m.n_layers; i++)
+        for (size_t j = 0; j < m.layers[i].n_w; j++) moved = fmax(moved, fabs(got[m.layers[i].w_off + j] - p0[m.layers[i].w_off + j]));
+    fprintf(stderr, "# max weight change over 5 steps %.3g, max loss rel err %.2g\n", moved, max_loss_rel);
+    assert_true(moved > 1e-2);
+    free(P); free(M1); free(M2); free(got); free(p0);
+    ct_model_free(&m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_builtin_mnist_cnn),
+        cmocka_unit_test(test_builtin_mlp),
+        cmocka_unit_test(test_check_input),
+        cmocka_unit_test(test_parse_formats),
+        cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_bad_cfgs),
+        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_end_to_end_adam),
+    };
+    return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);
+}
