@@ -1,6 +1,6 @@
 /* ops.cl: small element-wise kernels: input conversion, ReLU backward,
  * the fused softmax cross-entropy, and the non-finite check.
- * References: src/ref/ops.c; tests: tests/test_ops.c. */
+ * Reference: src/ref/ops.c; tests: tests/test_layers.c. */
 
 /* x[i] = u8[i] * scale + shift: a batch of bytes arrives, floats are computed here */
 __kernel void u8_to_f32(__global float *x, __global const uchar *u8, const int offU8, const float scale,
@@ -31,12 +31,11 @@ __kernel void softmax_xent(__global float *loss, __global int *pred, __global fl
         if (z[j] > m) { m = z[j]; arg = j; }
     float sum = 0.0f;
     for (int j = 0; j < C; j++) sum += exp(z[j] - m);
-    const float lse = m + log(sum);
     const int y = labels[offLabels + b];
-    loss[b] = lse - z[y];
+    loss[b] = (m - z[y]) + log(sum);  /* not m + log(sum) - z[y]: that rounds to an ulp of m */
     pred[b] = arg;
     __global float *d = dlogits + (size_t)b * C;
-    for (int j = 0; j < C; j++) d[j] = (exp(z[j] - lse) - (j == y ? 1.0f : 0.0f)) * scale;
+    for (int j = 0; j < C; j++) d[j] = (exp(z[j] - m) / sum - (j == y ? 1.0f : 0.0f)) * scale;
 }
 
 /* flag[0] = 1 if any of x[0..n) is NaN or Inf; grid-stride so a few work-items scan all */

@@ -1,7 +1,7 @@
 /* optim.cl: optimizer steps as single launches over the flat parameter,
  * gradient and moment buffers (llm.c style). Weight decay is decoupled (AdamW)
  * and applied only where decay_mask is 1 (weights, not biases): the mask is a
- * uchar per parameter. References: src/ref/optim.c; tests: tests/test_optim.c. */
+ * uchar per parameter. Reference: src/ref/ops.c; tests: tests/test_layers.c. */
 
 /* bc1 = 1 - b1^t, bc2 = 1 - b2^t: computed on the host in double */
 __kernel void adam_step(__global float *p, __global float *m, __global float *v, __global const float *g,

@@ -34,10 +34,15 @@ static void layer_flops(const ct_layer *L, int B, int first, double *fwd, double
 }
 
 static int setup_model(ct_model *m, ct_cl *cl, const ct_train_opts *o, int gemm_mode) {
+    memset(cl, 0, sizeof *cl);
     int rc = ct_model_load(m, o->model);
-    if (rc) return rc;
-    if ((rc = ct_cl_open(cl, o->device))) return rc;
-    if ((rc = ct_model_setup(m, cl, o->batch, gemm_mode))) return rc;
+    if (!rc) rc = ct_cl_open(cl, o->device);
+    if (!rc) rc = ct_model_setup(m, cl, o->batch, gemm_mode);
+    if (rc) {
+        ct_model_free(m);
+        if (cl->ctx) ct_cl_close(cl);
+        return rc;
+    }
     ct_model_init_weights(m, o->seed);
     /* a random batch of bytes and labels */
     size_t n = (size_t)o->batch * m->in_h * m->in_w * m->in_c;

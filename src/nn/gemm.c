@@ -46,7 +46,7 @@ int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode) {
     g->mode = mode;
     /* per-device table: CPUs like wide register tiles; GPUs get narrower tiles and more work-items */
     if (cl->is_cpu) { g->tm = 6; g->nv = 2; g->kchunk = 512; }
-    else            { g->tm = 4; g->nv = 1; g->kchunk = 2048; }
+    else            { g->tm = 4; g->nv = 1; g->kchunk = 128; } /* H200: 128 beat 512 by 1.2x, 2048 by 2x (BENCHMARKS.md) */
     const char *env = getenv("CLTRAIN_GEMM");
     if (env && *env) {
         int a, b, c;

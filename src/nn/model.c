@@ -196,6 +196,7 @@ int ct_model_parse(ct_model *m, const char *text, const char *name) {
 }
 
 int ct_model_load(ct_model *m, const char *spec) {
+    memset(m, 0, sizeof *m); /* every failure leaves *m safe to ct_model_free */
     size_t n = strlen(spec);
     if (strchr(spec, '/') || (n > 4 && !strcmp(spec + n - 4, ".cfg"))) {
         FILE *f = fopen(spec, "rb");

@@ -101,7 +101,7 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
     double t_start = ct_now();
     ct_model m;
     int rc = ct_model_load(&m, o->model);
-    if (rc) return rc;
+    if (rc) goto done_model;
     if ((rc = ct_model_check_input(&m, train->h, train->w, train->c, train->n_classes, "the training set"))) goto done_model;
     ct_cl cl;
     if ((rc = ct_cl_open(&cl, o->device))) goto done_model;
