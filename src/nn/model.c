@@ -16,7 +16,7 @@ extern const struct ct_embedded { const char *name; const char *src; } ct_embedd
 
 typedef struct sect {
     const char *file;
-    int line;        /* line of the [section] header */
+    int line;        /* line being parsed; the [section] header's once the section is read */
     int kind;        /* -1 net, else CT_L_* ; -2 softmax */
     int filters, size, stride, pad, outputs, act, height, width, channels, classes;
     int has_filters, has_size, has_outputs;
@@ -40,7 +40,7 @@ static int handler(void *user, const char *section, const char *name, const char
     sect *s = user;
     (void)section;
     if (s->err) return 0;
-    int line = s->line; /* inih does not give us the line per key without INI_HANDLER_LINENO */
+    int line = s->line;
     if (!strcmp(name, "activation")) {
         if (!strcmp(value, "relu")) s->act = CT_ACT_RELU;
         else if (!strcmp(value, "linear")) s->act = CT_ACT_LINEAR;
@@ -163,12 +163,20 @@ int ct_model_parse(ct_model *m, const char *text, const char *name) {
         else if (!strcmp(kind, "softmax")) s.kind = -2;
         else return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: net, conv, maxpool, dense, softmax", name, line, kind);
         if (s.kind == CT_L_MAXPOOL) s.stride = 0;
-        char *chunk = strndup(body, (size_t)(next - body));
-        int r = ini_parse_string(chunk, handler, &s);
-        free(chunk);
-        if (s.err) return s.err;
-        if (r > 0) return ct_fail(CT_EINPUT, "%s:%d: cannot parse this line", name, line + r);
-        if (r < 0) return ct_fail(CT_EINPUT, "%s: cannot parse (inih error %d)", name, r);
+        /* inih parses one line at a time here, so every message names the key's own line */
+        const char *lp = body;
+        for (int k = 1; lp < next; k++) {
+            const char *e = memchr(lp, '\n', (size_t)(next - lp));
+            size_t len = e ? (size_t)(e - lp) : (size_t)(next - lp);
+            char *one = strndup(lp, len);
+            s.line = line + k;
+            int r = ini_parse_string(one, handler, &s);
+            free(one);
+            if (s.err) return s.err;
+            if (r != 0) return ct_fail(CT_EINPUT, "%s:%d: cannot parse this line (expected key=value)", name, line + k);
+            lp = e ? e + 1 : next;
+        }
+        s.line = line;
         if (s.kind == -1) {
             if (have_net || m->n_layers) return ct_fail(CT_EINPUT, "%s:%d: [net] must come first, once", name, line);
             if (!s.height || !s.width || !s.channels || !s.classes)
