@@ -65,8 +65,11 @@ static int bench_kernels(const ct_train_opts *o) {
     int B = o->batch;
     printf("cltrain bench kernels: model %s, batch %d, device %s (%s)\n", m.name, B, cl.device_name, cl.platform_name);
     printf("%-34s %-4s %10s %9s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "CLBlast ms", "GFLOP/s", "ours/CLB");
+    /* one real step first, so every layer's dy holds real gradients: never-written
+     * buffers can hold denormals, which run many times slower on CPUs */
     ct_model_forward(&m, B);
     ct_model_loss(&m, B);
+    ct_model_backward(&m, B);
     static const char *names[] = {"conv", "maxpool", "dense"};
     double tot[2][2] = {{0, 0}, {0, 0}}, totf[2] = {0, 0};
     for (int i = 0; i < m.n_layers; i++) {
