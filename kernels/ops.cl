@@ -2,11 +2,26 @@
  * the fused softmax cross-entropy, and the non-finite check.
  * Reference: src/ref/ops.c; tests: tests/test_layers.c. */
 
+/* Input conversion rounds twice (multiply, then add), as the host's producers
+ * do: the same batch gives the same floats on either side. */
+#pragma OPENCL FP_CONTRACT OFF
+
 /* x[i] = u8[i] * scale + shift: a batch of bytes arrives, floats are computed here */
 __kernel void u8_to_f32(__global float *x, __global const uchar *u8, const int offU8, const float scale,
                         const float shift, const int n) {
     const int i = (int)get_global_id(0);
     if (i < n) x[i] = (float)u8[offU8 + i] * scale + shift;
+}
+
+/* Resident data: x[b, k] = data[idx[b], k] * scale + shift; gws = (sz, B) */
+__kernel void gather_u8(__global float *x, __global int *labels, __global const uchar *data,
+                        __global const uchar *lab, __global const int *idx, const int sz, const float scale,
+                        const float shift) {
+    const int k = (int)get_global_id(0), b = (int)get_global_id(1);
+    if (k >= sz) return;
+    const int i = idx[b];
+    x[(size_t)b * sz + k] = (float)data[(size_t)i * sz + k] * scale + shift;
+    if (k == 0) labels[b] = lab[i];
 }
 
 /* dz[i] = y[i] > 0 ? dz[i] : 0, in place: gradient through a fused ReLU whose output is y */

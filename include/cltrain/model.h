@@ -41,6 +41,8 @@ typedef struct ct_model {
     cl_kernel k_im2col, k_col2im, k_pool_fwd, k_pool_bwd, k_u8, k_relu_bwd, k_xent, k_nonfinite, k_adam, k_sgd;
     cl_mem params, grads, mom1, mom2, decay_mask;
     cl_mem input, input_u8, labels, loss, pred, dlogits, ws, ones, flag;
+    cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
+    cl_kernel k_gather;
     size_t ws_floats;
     int step;                   /* optimizer steps taken (Adam bias correction) */
 } ct_model;
@@ -61,6 +63,10 @@ void ct_model_summary(const ct_model *m, FILE *out);
 
 /* Upload B images of bytes (B*in_h*in_w*in_c) and labels, converting x = byte*scale + shift on the device. */
 void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *labels, int B, float scale, float shift);
+/* Make input buffer pair j (0 or 1) the one forward/backward read. */
+void ct_model_select_input(ct_model *m, int j);
+/* Resident data: x[b] = data[idx[b]] * scale + shift, labels[b] = lab[idx[b]], on the device. */
+void ct_model_gather(ct_model *m, cl_mem data, cl_mem lab, cl_mem idx, int B, float scale, float shift);
 void ct_model_forward(ct_model *m, int B);
 /* Softmax cross-entropy on the last layer's output; fills loss, pred, dlogits (mean over B). */
 void ct_model_loss(ct_model *m, int B);

@@ -5,6 +5,7 @@
 #define CLTRAIN_TRAIN_H
 #include "cltrain/data.h"
 #include "cltrain/model.h"
+#include "cltrain/pipeline.h"
 
 typedef struct ct_train_opts {
     const char *model;     /* --model, default mnist-cnn */
@@ -21,6 +22,11 @@ typedef struct ct_train_opts {
     int progress_every;    /* plain progress line every N steps (default 50) */
     int quiet;             /* no progress lines */
     float scale, shift;    /* input x = byte*scale + shift (1/255, 0) */
+    int producers;         /* --producers N: 0 loads in the training loop; -1 = auto */
+    int prefetch;          /* --prefetch K slots (0: 2 x producers, at least 4) */
+    int resident;          /* --resident: the whole set on the device, batches gathered there */
+    int io_latency_us;     /* --io-latency-us: simulated storage latency per sample */
+    int keep_params;       /* copy the final parameters into ct_train_result.params (tests) */
 } ct_train_opts;
 
 typedef struct ct_eval_result {
@@ -36,15 +42,22 @@ typedef struct ct_train_result {
     double last_loss, last_acc;
     double test_acc;
     double startup_s;      /* device open and kernel builds */
+    double wait_s, total_s;/* time the trainer waited for data, and all step time */
+    double producer_rate;  /* images/s the input side can deliver (0 if not measured) */
+    double compute_rate;   /* images/s the device trains when data is ready */
+    double efficiency;     /* images_per_s / min(producer_rate, compute_rate) */
+    int producers;         /* the producer count used (after auto) */
+    float *params;         /* with keep_params: n_params floats, caller frees */
+    size_t n_params;
 } ct_train_result;
 
 void ct_train_defaults(ct_train_opts *o);
+/* A ct_source over an in-memory data set: x = byte * scale + shift. */
+void ct_dataset_source(ct_source *src, const ct_dataset *ds, const float *scale_shift);
 /* Train opts->model on train, evaluate on test after each epoch. Prints progress to out. */
 int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out);
 /* Evaluate on ds with the model's current weights. res->confusion is allocated. */
 int ct_evaluate(ct_model *m, const ct_dataset *ds, int limit, float scale, float shift, ct_eval_result *res);
 void ct_eval_print(const ct_eval_result *r, char **class_names, FILE *out, int confusion);
 void ct_eval_free(ct_eval_result *r);
-/* Deterministic order of epoch e: a permutation of 0..n-1 from (seed, epoch). */
-void ct_epoch_order(int *perm, int n, uint64_t seed, int epoch);
 #endif

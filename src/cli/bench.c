@@ -210,9 +210,59 @@ static int bench_probe(const ct_train_opts *o) {
     return 0;
 }
 
+/* The seed experiment behind the design (feed-then-train vs threaded
+ * producers), on our kernels and Fashion-MNIST: each input mode in a
+ * compute-bound regime (no storage latency), a balanced one (simulated
+ * latency per image = the measured compute time per image, where the ideal
+ * speed-up of a pipeline over loading in the loop is 2x) and an input-bound
+ * one (twice that latency). */
+static int bench_pipeline(const ct_train_opts *base, const char *data) {
+    ct_dataset train = {0}, test = {0};
+    if (!data) data = "/usr/share/datasets/fashion-mnist";
+    int rc = ct_mnist_load(&train, &test, data, CT_FASHION_MNIST, 0);
+    if (rc) return rc;
+    ct_train_opts o = *base;
+    o.quiet = 1;
+    if (!o.max_steps) o.max_steps = 30;
+    ct_train_result r;
+    /* measure compute time per image once, resident (no input cost at all) */
+    o.resident = 1;
+    o.io_latency_us = 0;
+    if ((rc = ct_train(&o, &train, NULL, &r, stdout))) goto out;
+    int lat = (int)(1e6 / r.compute_rate + 0.5);
+    printf("cltrain bench pipeline: model %s, batch %d, %ld steps per run; compute %.0f images/s = %d us per image\n",
+           o.model, o.batch, o.max_steps, r.compute_rate, lat);
+    printf("simulated storage latency is a sleep per sample in the producer (or in the loop when synchronous)\n");
+    printf("%-14s %-22s %10s %11s %11s %10s %9s\n", "regime", "mode", "images/s", "data-wait", "efficiency", "producers", "speed-up");
+    const struct { const char *name; int mult; } regimes[] = {{"compute-bound", 0}, {"balanced", 1}, {"input-bound", 2}};
+    const struct { const char *name; int producers, resident; } modes[] = {
+        {"synchronous", 0, 0}, {"pipelined, 1 producer", 1, 0}, {"pipelined, 2 producers", 2, 0},
+        {"pipelined, 4 producers", 4, 0}, {"pipelined, auto", -1, 0}, {"resident", 0, 1}};
+    for (size_t g = 0; g < sizeof regimes / sizeof *regimes; g++) {
+        double sync_ips = 0;
+        for (size_t k = 0; k < sizeof modes / sizeof *modes; k++) {
+            if (modes[k].resident && regimes[g].mult) continue; /* resident reads no storage */
+            o.producers = modes[k].producers;
+            o.resident = modes[k].resident;
+            o.io_latency_us = lat * regimes[g].mult;
+            if ((rc = ct_train(&o, &train, NULL, &r, stdout))) goto out;
+            if (k == 0) sync_ips = r.images_per_s;
+            char prod[16];
+            snprintf(prod, sizeof prod, "%d", r.producers);
+            printf("%-14s %-22s %10.0f %10.1f%% %11.2f %10s %8.2fx\n", k ? "" : regimes[g].name, modes[k].name, r.images_per_s,
+                   100 * r.wait_s / r.total_s, r.efficiency, modes[k].resident ? "-" : prod, r.images_per_s / sync_ips);
+        }
+    }
+    printf("efficiency = achieved / min(producer rate, compute rate); for synchronous loading the two add up instead\n");
+out:
+    ct_dataset_free(&train);
+    ct_dataset_free(&test);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) {
-        ct_fail(CT_EINPUT, "bench needs one of: kernels, train; see `cltrain --help`");
+        ct_fail(CT_EINPUT, "bench needs one of: kernels, train, pipeline; see `cltrain --help`");
         return cli_fail(CT_EINPUT);
     }
     const char *what = argv[1];
@@ -223,7 +273,8 @@ int cmd_bench(int argc, char **argv) {
     if (rc) return cli_fail(rc);
     if (!strcmp(what, "kernels")) rc = bench_kernels(&o);
     else if (!strcmp(what, "train")) rc = bench_train(&o, o.max_steps ? (int)o.max_steps : 20);
+    else if (!strcmp(what, "pipeline")) rc = bench_pipeline(&o, data);
     else if (!strcmp(what, "probe")) rc = bench_probe(&o);
-    else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels or train", what);
+    else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train or pipeline", what);
     return rc ? cli_fail(rc) : 0;
 }

@@ -16,7 +16,7 @@ static void usage(FILE *f) {
             "  devices                 list OpenCL platforms and devices\n"
             "  mnist                   train on MNIST digits (datasets/mnist, downloaded if missing)\n"
             "  fashion-mnist           train on Fashion-MNIST (Debian's dataset-fashion-mnist; works offline)\n"
-            "  bench kernels|train     measured figures, as a table\n\n"
+            "  bench kernels|train|pipeline  measured figures, as a table\n\n"
             "Training options:\n"
             "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
             "  --epochs N              passes over the training set [1]\n"
@@ -31,6 +31,10 @@ static void usage(FILE *f) {
             "  --device P:D            OpenCL platform:device (see `cltrain devices`; or CLTRAIN_DEVICE)\n"
             "  --gemm native|clblast|auto  matrix-product path [native]\n"
             "  --steps N               stop after N steps\n"
+            "  --producers N|auto      input threads; 0 loads inside the training loop [auto]\n"
+            "  --prefetch K            batch slots in flight [2 x producers, at least 4]\n"
+            "  --resident              keep the whole data set on the device, gather batches there\n"
+            "  --io-latency-us N       simulated storage latency per sample (a sleep; for benchmarks)\n"
             "  --limit-train N, --limit-test N  use only the first N images\n"
             "  --quiet                 no progress lines\n"
             "  -h, --help              this help;  -V, --version  version\n\n"
@@ -64,7 +68,7 @@ static int parse_int_opt(const char *opt, const char *s, long lo, long hi, long 
 }
 
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
-       O_LTRAIN, O_LTEST, O_QUIET };
+       O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT };
 
 int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) {
     static const struct option opts[] = {
@@ -76,6 +80,8 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"device", required_argument, 0, O_DEVICE}, {"gemm", required_argument, 0, O_GEMM},
         {"steps", required_argument, 0, O_STEPS}, {"limit-train", required_argument, 0, O_LTRAIN},
         {"limit-test", required_argument, 0, O_LTEST}, {"quiet", no_argument, 0, O_QUIET},
+        {"producers", required_argument, 0, O_PROD}, {"prefetch", required_argument, 0, O_PREFETCH},
+        {"resident", no_argument, 0, O_RESIDENT}, {"io-latency-us", required_argument, 0, O_IOLAT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c, lr_set = 0;
     long l;
@@ -110,6 +116,13 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         case O_LTRAIN: if (!(rc = parse_int_opt("limit-train", optarg, 1, 1L << 30, &l))) o->limit_train = (int)l; break;
         case O_LTEST: if (!(rc = parse_int_opt("limit-test", optarg, 1, 1L << 30, &l))) o->limit_test = (int)l; break;
         case O_QUIET: o->quiet = 1; break;
+        case O_PROD:
+            if (!strcmp(optarg, "auto")) o->producers = -1;
+            else if (!(rc = parse_int_opt("producers", optarg, 0, 256, &l))) o->producers = (int)l;
+            break;
+        case O_PREFETCH: if (!(rc = parse_int_opt("prefetch", optarg, 2, 4096, &l))) o->prefetch = (int)l; break;
+        case O_RESIDENT: o->resident = 1; break;
+        case O_IOLAT: if (!(rc = parse_int_opt("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]); break;
         default: rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain --help`", argv[optind - 1]); break;

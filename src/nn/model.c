@@ -273,6 +273,7 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     m->k_pool_fwd = ct_cl_kernel(m->p_pool, "maxpool_fwd");
     m->k_pool_bwd = ct_cl_kernel(m->p_pool, "maxpool_bwd");
     m->k_u8 = ct_cl_kernel(m->p_ops, "u8_to_f32");
+    m->k_gather = ct_cl_kernel(m->p_ops, "gather_u8");
     m->k_relu_bwd = ct_cl_kernel(m->p_ops, "relu_bwd");
     m->k_xent = ct_cl_kernel(m->p_ops, "softmax_xent");
     m->k_nonfinite = ct_cl_kernel(m->p_ops, "nonfinite");
@@ -285,9 +286,13 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     if ((rc = ct_cl_alloc(cl, &m->mom1, P, "optimizer moment 1"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->mom2, P, "optimizer moment 2"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->decay_mask, m->n_params, "weight-decay mask"))) return rc;
-    if ((rc = ct_cl_alloc(cl, &m->input, nin * sizeof(float), "input batch"))) return rc;
+    for (int j = 0; j < 2; j++) {
+        if ((rc = ct_cl_alloc(cl, &m->inputs[j], nin * sizeof(float), "input batch"))) return rc;
+        if ((rc = ct_cl_alloc(cl, &m->labels2[j], (size_t)batch * 4, "labels"))) return rc;
+    }
+    m->input = m->inputs[0];
+    m->labels = m->labels2[0];
     if ((rc = ct_cl_alloc(cl, &m->input_u8, nin, "input batch (bytes)"))) return rc;
-    if ((rc = ct_cl_alloc(cl, &m->labels, (size_t)batch * 4, "labels"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->loss, (size_t)batch * 4, "loss"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->pred, (size_t)batch * 4, "predictions"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->dlogits, (size_t)batch * m->n_classes * 4, "logit gradients"))) return rc;
@@ -359,10 +364,12 @@ void ct_model_free(ct_model *m) {
         ct_cl_release(&m->layers[i].out);
         ct_cl_release(&m->layers[i].dx);
     }
-    cl_mem *mems[] = {&m->params, &m->grads, &m->mom1, &m->mom2, &m->decay_mask, &m->input, &m->input_u8, &m->labels,
+    m->input = m->labels = NULL; /* aliases of inputs[] and labels2[] */
+    cl_mem *mems[] = {&m->params, &m->grads, &m->mom1, &m->mom2, &m->decay_mask, &m->inputs[0], &m->inputs[1],
+                      &m->labels2[0], &m->labels2[1], &m->input_u8,
                       &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
-    cl_kernel ks[] = {m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
+    cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
                       m->k_nonfinite, m->k_adam, m->k_sgd};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
@@ -420,6 +427,18 @@ void ct_layer_forward(ct_model *m, int i, int B) {
         }
         }
     }
+}
+
+void ct_model_select_input(ct_model *m, int j) {
+    m->input = m->inputs[j];
+    m->labels = m->labels2[j];
+}
+
+void ct_model_gather(ct_model *m, cl_mem data, cl_mem lab, cl_mem idx, int B, float scale, float shift) {
+    int sz = m->in_h * m->in_w * m->in_c;
+    ct_cl_args(m->k_gather, "mmmmmiff", m->input, m->labels, data, lab, idx, sz, scale, shift);
+    size_t gws[2] = {(size_t)sz, (size_t)B};
+    ct_cl_run(m->cl, m->k_gather, "gather_u8", 2, gws, NULL);
 }
 
 void ct_model_forward(ct_model *m, int B) {

@@ -4,8 +4,10 @@
  * Progress: a live line on a terminal, plain lines otherwise.
  * Tested by tests/test_train.c (learns a subset of Fashion-MNIST). */
 #include "cltrain/train.h"
+#include <stdatomic.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void ct_train_defaults(ct_train_opts *o) {
@@ -19,15 +21,19 @@ void ct_train_defaults(ct_train_opts *o) {
     o->progress_every = 50;
     o->scale = 1.0f / 255.0f;
     o->shift = 0.0f;
+    o->producers = -1;
 }
 
-void ct_epoch_order(int *perm, int n, uint64_t seed, int epoch) {
-    ct_rng r = ct_rng_make(seed, 0xE90C, (uint64_t)epoch);
-    for (int i = 0; i < n; i++) perm[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)ct_rng_below(&r, (uint32_t)i + 1);
-        int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
-    }
+typedef struct { const ct_dataset *ds; float scale, shift; } ds_ctx;
+
+static int ds_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *rng) {
+    const ds_ctx *c = ctx;
+    (void)rng;
+    size_t sz = (size_t)c->ds->h * c->ds->w * c->ds->c;
+    const uint8_t *src = c->ds->images + (size_t)index * sz;
+    for (size_t k = 0; k < sz; k++) dst[k] = (float)src[k] * c->scale + c->shift;
+    *label = c->ds->labels[index];
+    return 0;
 }
 
 static void gather(const ct_dataset *ds, const int *idx, int B, uint8_t *img, int32_t *lab) {
@@ -94,113 +100,271 @@ void ct_eval_print(const ct_eval_result *r, char **names, FILE *out, int confusi
     }
 }
 
+
+/* The three ways a batch reaches the device. */
+enum { FEED_SYNC, FEED_PIPE, FEED_RESIDENT };
+
+typedef struct feeder {
+    int mode;
+    ct_source src;
+    ds_ctx ctx;
+    ct_pipeline pipe;
+    float *host_img;           /* sync: one batch */
+    int32_t *host_lab;
+    int *perm, perm_epoch;     /* sync and resident */
+    int *idx;
+    cl_mem dev_data, dev_lab, dev_idx; /* resident */
+    ct_slot *cur;              /* pipelined: the slot of the batch being computed */
+    cl_event computed[2];
+} feeder;
+
+static void upload_slot(ct_model *m, ct_slot *s, int j, cl_event *after) {
+    cl_command_queue q = m->cl->xfer;
+    size_t bytes = (size_t)s->B * m->in_h * m->in_w * m->in_c * sizeof(float);
+    cl_event ev[2];
+    CL_CHECK(clEnqueueWriteBuffer(q, m->inputs[j], CL_FALSE, 0, bytes, s->images, *after ? 1 : 0, *after ? after : NULL, &ev[0]));
+    CL_CHECK(clEnqueueWriteBuffer(q, m->labels2[j], CL_FALSE, 0, (size_t)s->B * 4, s->labels, 0, NULL, &ev[1]));
+    clReleaseEvent(ev[0]);
+    s->uploaded = ev[1]; /* in-order queue: the labels' write completes last */
+    CL_CHECK(clFlush(q));
+}
+
 int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out) {
     memset(res, 0, sizeof *res);
     if (o->batch < 1 || o->batch > 4096) return ct_fail(CT_EINPUT, "--batch-size %d: expected 1..4096", o->batch);
     if (o->epochs < 1) return ct_fail(CT_EINPUT, "--epochs %d: expected at least 1", o->epochs);
     double t_start = ct_now();
     ct_model m;
-    int rc = ct_model_load(&m, o->model);
-    if (rc) goto done_model;
-    if ((rc = ct_model_check_input(&m, train->h, train->w, train->c, train->n_classes, "the training set"))) goto done_model;
     ct_cl cl;
-    if ((rc = ct_cl_open(&cl, o->device))) goto done_model;
-    if ((rc = ct_model_setup(&m, &cl, o->batch, o->gemm))) goto done;
+    memset(&cl, 0, sizeof cl);
+    feeder f;
+    memset(&f, 0, sizeof f);
+    int32_t *pred = NULL;
+    int rc = ct_model_load(&m, o->model);
+    if (!rc) rc = ct_model_check_input(&m, train->h, train->w, train->c, train->n_classes, "the training set");
+    if (!rc) rc = ct_cl_open(&cl, o->device);
+    if (!rc) rc = ct_model_setup(&m, &cl, o->batch, o->gemm);
+    if (rc) goto done;
     ct_model_init_weights(&m, o->seed);
-    res->startup_s = ct_now() - t_start;
     int n = o->limit_train > 0 && o->limit_train < train->n ? o->limit_train : train->n;
-    long steps_per_epoch = (n + o->batch - 1) / o->batch;
+    long spe = (n + o->batch - 1) / o->batch;
+    int64_t total = (int64_t)spe * o->epochs;
+    if (o->max_steps && o->max_steps < total) total = o->max_steps;
+    size_t sz = (size_t)train->h * train->w * train->c;
+    f.ctx = (ds_ctx){train, o->scale, o->shift};
+    f.src = (ct_source){.n = train->n, .h = train->h, .w = train->w, .c = train->c, .n_classes = train->n_classes,
+                        .ctx = &f.ctx, .load = ds_load, .io_latency_us = o->io_latency_us};
+    f.host_img = ct_xmalloc(sz * o->batch * sizeof(float));
+    f.host_lab = ct_xmalloc(sizeof(int32_t) * o->batch);
+    f.perm = ct_xmalloc(sizeof(int) * (size_t)n);
+    f.idx = ct_xmalloc(sizeof(int) * o->batch);
+    f.perm_epoch = -1;
+    pred = ct_xmalloc(sizeof(int32_t) * o->batch);
+    int producers = o->producers;
+    f.mode = o->resident ? FEED_RESIDENT : producers == 0 ? FEED_SYNC : FEED_PIPE;
+    if (f.mode == FEED_RESIDENT) {
+        if (o->io_latency_us) { rc = ct_fail(CT_EINPUT, "--resident reads no storage: --io-latency-us does not apply"); goto done; }
+        if ((rc = ct_cl_alloc(&cl, &f.dev_data, sz * (size_t)n, "resident data set (try without --resident)"))) goto done;
+        if ((rc = ct_cl_alloc(&cl, &f.dev_lab, (size_t)n, "resident labels"))) goto done;
+        if ((rc = ct_cl_alloc(&cl, &f.dev_idx, sizeof(int) * o->batch, "batch indices"))) goto done;
+        ct_cl_write(&cl, f.dev_data, 0, sz * (size_t)n, train->images);
+        ct_cl_write(&cl, f.dev_lab, 0, (size_t)n, train->labels);
+    }
+    res->startup_s = ct_now() - t_start;
     if (!o->quiet) {
         fprintf(out, "device %d:%d %s (%s)\n", cl.plat_index, cl.dev_index, cl.device_name, cl.platform_name);
         ct_model_summary(&m, out);
         fprintf(out, "training on %d images, batch %d, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
-                n, o->batch, steps_per_epoch, o->optim.kind == CT_OPT_ADAM ? "adam" : "sgd", o->optim.lr, res->startup_s,
+                n, o->batch, spe, o->optim.kind == CT_OPT_ADAM ? "adam" : "sgd", o->optim.lr, res->startup_s,
                 cl.cache_misses, cl.cache_hits);
     }
-    size_t sz = (size_t)train->h * train->w * train->c;
-    uint8_t *img = ct_xmalloc(sz * o->batch);
-    int32_t *lab = ct_xmalloc(sizeof(int32_t) * o->batch), *pred = ct_xmalloc(sizeof(int32_t) * o->batch);
-    int *perm = ct_xmalloc(sizeof(int) * n);
     int tty = isatty(fileno(out)) && !o->quiet;
-    double train_time = 0;
-    long images = 0, step = 0;
-    int stop = 0;
-    for (int epoch = 0; epoch < o->epochs && !stop; epoch++) {
-        ct_epoch_order(perm, n, o->seed, epoch);
-        double iv_loss = 0, t_iv = ct_now();
-        long iv_correct = 0, iv_n = 0;
-        for (long s = 0; s < steps_per_epoch; s++) {
-            int B = (int)(n - s * o->batch < o->batch ? n - s * o->batch : o->batch);
-            double t0 = ct_now();
-            gather(train, perm + s * o->batch, B, img, lab);
-            ct_model_set_batch(&m, img, lab, B, o->scale, o->shift);
-            ct_model_zero_grad(&m);
-            ct_model_forward(&m, B);
-            ct_model_loss(&m, B);
-            ct_model_backward(&m, B);
-            ct_model_step(&m, &o->optim);
-            double loss = ct_model_read_results(&m, B, pred);
-            train_time += ct_now() - t0;
-            step++;
-            images += B;
-            if (!isfinite(loss)) {
-                rc = ct_fail(CT_ENAN, "step %ld (epoch %d): the loss is %s; training diverged, try a lower --lr (now %g)",
-                             step, epoch + 1, isnan(loss) ? "NaN" : "infinite", o->optim.lr);
-                stop = 1;
-                break;
-            }
-            iv_loss += loss;
-            iv_n += B;
-            for (int i = 0; i < B; i++) iv_correct += pred[i] == lab[i];
-            res->last_loss = iv_loss / iv_n;
-            res->last_acc = (double)iv_correct / iv_n;
-            int last = s == steps_per_epoch - 1 || (o->max_steps && step >= o->max_steps);
-            if (!o->quiet && (tty || step % o->progress_every == 0 || last)) {
-                double ips = iv_n / (ct_now() - t_iv);
-                if (tty) {
-                    int w = 24, fill = (int)(w * (s + 1) / steps_per_epoch);
-                    fprintf(out, "\repoch %d/%d [%.*s%*s] %ld/%ld loss %.4f acc %5.1f%% %6.0f img/s ", epoch + 1, o->epochs,
-                            fill, "========================", w - fill, "", s + 1, steps_per_epoch, res->last_loss,
-                            100 * res->last_acc, ips);
-                    if (last) fputc('\n', out);
-                    fflush(out);
-                } else {
-                    fprintf(out, "epoch %d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s\n", epoch + 1, s + 1, steps_per_epoch,
-                            res->last_loss, 100 * res->last_acc, ips);
-                }
-                if (!tty || last) { iv_loss = 0; iv_correct = 0; iv_n = 0; t_iv = ct_now(); }
-            }
-            if (o->eval_every > 0 && step % o->eval_every == 0 && test && !last) {
-                ct_eval_result ev;
-                ct_evaluate(&m, test, o->limit_test, o->scale, o->shift, &ev);
-                if (!o->quiet) fprintf(out, "%sstep %ld: test accuracy %.2f%%\n", tty ? "\n" : "", step, 100.0 * ev.correct / ev.n);
-                ct_eval_free(&ev);
-            }
-            if (o->max_steps && step >= o->max_steps) { stop = 1; break; }
+    double t_compute = 0;      /* step time minus data wait */
+    long images = 0;
+    int64_t g = 0;
+    double iv_loss = 0, t_iv = ct_now(), iv_wait = 0, iv_t0 = ct_now();
+    long iv_correct = 0, iv_n = 0;
+    int j = 0;
+    for (g = 0; g < total; g++) {
+        int epoch = (int)(g / spe);
+        long s = g % spe;
+        double t0 = ct_now(), wait = 0;
+        int B;
+        /* 1. this step's batch into input buffer j */
+        int warmup = f.mode == FEED_PIPE && o->producers < 0 && g < 2;
+        if (f.mode == FEED_PIPE && producers < 0 && g == 2) {
+            /* --producers auto: batches 0 and 1 ran synchronously; batch 1 timed both sides */
+            double fill_rate = res->producer_rate, comp_rate = res->compute_rate;
+            producers = (int)ceil(1.25 * comp_rate / (fill_rate > 0 ? fill_rate : 1));
+            if (producers < 1) producers = 1;
+            if (producers > 16) producers = 16;
         }
-        if (rc) break;
-        if (test) {
+        if (f.mode == FEED_SYNC || warmup) {
+            if (f.perm_epoch != epoch) { ct_epoch_order(f.perm, n, o->seed, epoch); f.perm_epoch = epoch; }
+            rc = ct_batch_fill(&f.src, o->seed, n, o->batch, g, f.perm, f.host_img, f.host_lab, &B);
+            if (rc) break;
+            double tf = ct_now() - t0;
+            ct_cl_write(&cl, m.input, 0, (size_t)B * sz * sizeof(float), f.host_img);
+            ct_cl_write(&cl, m.labels, 0, (size_t)B * 4, f.host_lab);
+            wait = ct_now() - t0;
+            if (g == 1) res->producer_rate = B / (tf > 1e-9 ? tf : 1e-9);
+        } else if (f.mode == FEED_RESIDENT) {
+            if (f.perm_epoch != epoch) { ct_epoch_order(f.perm, n, o->seed, epoch); f.perm_epoch = epoch; }
+            B = (int)(n - s * o->batch < o->batch ? n - s * o->batch : o->batch);
+            CL_CHECK(clEnqueueWriteBuffer(cl.queue, f.dev_idx, CL_FALSE, 0, sizeof(int) * B, f.perm + s * o->batch, 0, NULL, NULL));
+            ct_model_gather(&m, f.dev_data, f.dev_lab, f.dev_idx, B, o->scale, o->shift);
+        } else {
+            if (!f.cur) {
+                /* start the producers from batch g (with auto, batches 0 and 1 were made here, and timed) */
+                ct_pipeline_opts po = {.producers = producers, .prefetch = o->prefetch ? o->prefetch : (2 * producers > 4 ? 2 * producers : 4),
+                                       .batch = o->batch, .seed = o->seed, .n = n, .first_batch = g, .total_batches = total};
+                if ((rc = ct_pipeline_start(&f.pipe, &f.src, &po, &cl))) break;
+                rc = ct_pipeline_next(&f.pipe, &f.cur);
+                if (rc) { if (rc > 0) rc = ct_fail(CT_EIO, "the input pipeline ended early"); break; }
+                upload_slot(&m, f.cur, j, &f.computed[j]);
+                wait = ct_now() - t0;
+            }
+            B = f.cur->B;
+            ct_model_select_input(&m, j);
+            CL_CHECK(clEnqueueBarrierWithWaitList(cl.queue, 1, &f.cur->uploaded, NULL));
+        }
+        /* 2. the step */
+        double tc0 = ct_now();
+        ct_model_zero_grad(&m);
+        ct_model_forward(&m, B);
+        ct_model_loss(&m, B);
+        ct_model_backward(&m, B);
+        ct_model_step(&m, &o->optim);
+        ct_slot *next = NULL;
+        if (f.cur) {
+            if (f.computed[j]) clReleaseEvent(f.computed[j]);
+            CL_CHECK(clEnqueueMarkerWithWaitList(cl.queue, 0, NULL, &f.computed[j]));
+            CL_CHECK(clFlush(cl.queue));
+            /* 3. while the device computes, take the next batch and start its upload into the other buffer */
+            if (g + 1 < total) {
+                /* Poll for the next batch; data-wait is only the time after the device
+                 * finished this step (waiting while it computes costs nothing). */
+                double done_at = 0;
+                for (;;) {
+                    rc = ct_pipeline_try_next(&f.pipe, &next);
+                    if (rc != CT_RING_AGAIN) break;
+                    if (!done_at) {
+                        cl_int st;
+                        CL_CHECK(clGetEventInfo(f.computed[j], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+                        if (st == CL_COMPLETE) done_at = ct_now();
+                    }
+                    if (done_at) { rc = ct_pipeline_next(&f.pipe, &next); break; } /* device idle: block */
+                    struct timespec ts = {0, 50000};
+                    nanosleep(&ts, NULL);
+                }
+                if (done_at) wait += ct_now() - done_at;
+                if (rc) { if (rc > 0) rc = ct_fail(CT_EIO, "the input pipeline ended early"); break; }
+                upload_slot(&m, next, 1 - j, &f.computed[1 - j]);
+            }
+        }
+        double loss = ct_model_read_results(&m, B, pred);
+        const int32_t *lab = f.host_lab;
+        if (f.cur) {
+            memcpy(f.host_lab, f.cur->labels, sizeof(int32_t) * B);
+            ct_pipeline_release(&f.pipe, f.cur);
+            f.cur = next;
+            j = 1 - j;
+        } else if (f.mode == FEED_RESIDENT) {
+            for (int i = 0; i < B; i++) f.host_lab[i] = train->labels[f.perm[s * o->batch + i]];
+        }
+        double t1 = ct_now();
+        if (g == 1) res->compute_rate = B / (t1 - tc0 > 1e-9 ? t1 - tc0 : 1e-9);
+        /* steady state: leave out the pipeline fill (first step, and auto's two timed steps) */
+        if (g > (f.mode == FEED_PIPE && o->producers < 0 ? 2 : 0) || total == 1) {
+            res->wait_s += wait;
+            res->total_s += t1 - t0;
+            t_compute += t1 - t0 - wait;
+            images += B;
+        }
+        if (!isfinite(loss)) {
+            rc = ct_fail(CT_ENAN, "step %lld (epoch %d): the loss is %s; training diverged, try a lower --lr (now %g)",
+                         (long long)g + 1, epoch + 1, isnan(loss) ? "NaN" : "infinite", o->optim.lr);
+            break;
+        }
+        iv_loss += loss;
+        iv_n += B;
+        iv_wait += wait;
+        for (int i = 0; i < B; i++) iv_correct += pred[i] == lab[i];
+        res->last_loss = iv_loss / iv_n;
+        res->last_acc = (double)iv_correct / iv_n;
+        int last = s == spe - 1 || g == total - 1;
+        if (!o->quiet && (tty || (g + 1) % o->progress_every == 0 || last)) {
+            double el = ct_now() - iv_t0, ips = iv_n / (ct_now() - t_iv);
+            if (tty) {
+                int w = 24, fill = (int)(w * (s + 1) / spe);
+                fprintf(out, "\repoch %d/%d [%.*s%*s] %ld/%ld loss %.4f acc %5.1f%% %6.0f img/s data-wait %4.1f%% ", epoch + 1,
+                        o->epochs, fill, "========================", w - fill, "", s + 1, spe, res->last_loss,
+                        100 * res->last_acc, ips, 100 * iv_wait / el);
+                if (last) fputc('\n', out);
+                fflush(out);
+            } else {
+                fprintf(out, "epoch %d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s data-wait %.1f%%\n", epoch + 1, s + 1, spe,
+                        res->last_loss, 100 * res->last_acc, ips, 100 * iv_wait / el);
+            }
+            if (!tty || last) { iv_loss = 0; iv_correct = 0; iv_n = 0; iv_wait = 0; t_iv = iv_t0 = ct_now(); }
+        }
+        int eval_now = test && ((o->eval_every > 0 && (g + 1) % o->eval_every == 0 && !last) || (last && s == spe - 1) ||
+                                (last && g == total - 1));
+        if (eval_now) {
+            double te = ct_now();
             ct_eval_result ev;
             ct_evaluate(&m, test, o->limit_test, o->scale, o->shift, &ev);
             res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
             if (!o->quiet) {
-                fprintf(out, "epoch %d: ", epoch + 1);
-                ct_eval_print(&ev, test->class_names, out, 0);
+                if (last) { fprintf(out, "epoch %d: ", epoch + 1); ct_eval_print(&ev, test->class_names, out, 0); }
+                else fprintf(out, "step %lld: test accuracy %.2f%%\n", (long long)g + 1, 100 * res->test_acc);
             }
             ct_eval_free(&ev);
+            t_iv += ct_now() - te;
+            iv_t0 += ct_now() - te;
         }
     }
-    res->steps = step;
-    res->images_per_s = train_time > 0 ? images / train_time : 0;
-    if (!o->quiet && !rc)
-        fprintf(out, "trained %ld steps, %.0f images/s (%.1f GFLOP/s achieved)\n", step, res->images_per_s,
-                res->images_per_s * 3 * m.flops_fwd * 1e-9);
-    free(img); free(lab); free(pred); free(perm);
+    res->steps = g;
+    res->producers = f.mode == FEED_PIPE ? producers : 0;
+    if (f.mode == FEED_PIPE && f.pipe.slots) {
+        ct_pipeline_stats st;
+        ct_pipeline_stats_get(&f.pipe, &st);
+        if (st.producer_rate > 0) res->producer_rate = st.producer_rate;
+    }
+    if (f.mode == FEED_SYNC && res->total_s > 0) res->producer_rate = images / (res->wait_s > 1e-9 ? res->wait_s : 1e-9);
+    res->images_per_s = res->total_s > 0 ? images / res->total_s : 0;
+    if (t_compute > 0) res->compute_rate = images / t_compute;
+    double bound = res->compute_rate;
+    if (f.mode != FEED_RESIDENT && res->producer_rate > 0 && res->producer_rate < bound) bound = res->producer_rate;
+    res->efficiency = bound > 0 ? res->images_per_s / bound : 0;
+    if (!o->quiet && !rc) {
+        fprintf(out, "trained %lld steps, %.0f images/s (%.1f GFLOP/s achieved), data-wait %.1f%%\n", (long long)g,
+                res->images_per_s, res->images_per_s * 3 * m.flops_fwd * 1e-9, 100 * res->wait_s / (res->total_s > 0 ? res->total_s : 1));
+        const char *mode = f.mode == FEED_RESIDENT ? "resident" : f.mode == FEED_SYNC ? "synchronous" : "pipelined";
+        fprintf(out, "input: %s", mode);
+        if (f.mode == FEED_PIPE) fprintf(out, ", %d producers%s", producers, o->producers < 0 ? " (auto)" : "");
+        if (f.mode != FEED_RESIDENT) fprintf(out, "; producer %.0f images/s", res->producer_rate);
+        fprintf(out, ", compute %.0f images/s, achieved %.0f images/s, pipeline efficiency %.2f\n", res->compute_rate,
+                res->images_per_s, res->efficiency);
+    }
+    if (!rc && o->keep_params) {
+        res->n_params = m.n_params;
+        res->params = ct_xmalloc(m.n_params * sizeof(float));
+        ct_model_get_params(&m, res->params);
+    }
 done:
+    if (f.pipe.slots) {
+        if (f.cur) ct_pipeline_release(&f.pipe, f.cur);
+        ct_pipeline_stop(&f.pipe);
+    }
+    for (int k = 0; k < 2; k++)
+        if (f.computed[k]) clReleaseEvent(f.computed[k]);
+    ct_cl_release(&f.dev_data);
+    ct_cl_release(&f.dev_lab);
+    ct_cl_release(&f.dev_idx);
+    free(f.host_img); free(f.host_lab); free(f.perm); free(f.idx);
+    free(pred);
     ct_model_free(&m);
-    ct_cl_close(&cl);
-    return rc;
-done_model:
-    ct_model_free(&m);
+    if (cl.ctx) ct_cl_close(&cl);
     return rc;
 }
