@@ -59,9 +59,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libcltrain.a
 deps:
 	@tools/setup-deps.sh
 
+# the suite, plus the ring and pipeline tests again under ThreadSanitizer
 test: deps
 	$(MAKE) all
-	tests/run.sh $(BUILD)
+	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" build-tsan/tests/test_ring build-tsan/tests/test_pipeline
+	CLTRAIN_TSAN_BUILD=build-tsan tests/run.sh $(BUILD)
 check: all
 	tests/run.sh $(BUILD)
 

@@ -24,12 +24,12 @@ for t in "$here"/*.sh; do
   [[ $(basename "$t") == run.sh ]] && continue
   progs+=("$t")
 done
-for t in "${progs[@]}"; do
-  name=$(basename "$t")
-  [[ -n $filter && $name != *$filter* ]] && continue
-  log=$logdir/$name.log
+# run_one NAME PROGRAM [ENV=VALUE...]
+run_one() {
+  local name=$1 t=$2; shift 2
+  local log=$logdir/$name.log start rc secs p s f status
   start=$(date +%s.%N)
-  timeout -k 10 "$timeout_s" "$t" >"$log" 2>&1
+  env "$@" timeout -k 10 "$timeout_s" "$t" >"$log" 2>&1
   rc=$?
   secs=$(printf '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)")
   p=$(grep -cE '^ok [0-9]+' "$log" | tr -d ' ')
@@ -49,7 +49,20 @@ for t in "${progs[@]}"; do
     tail -5 "$log" | sed 's/^/    | /'
   fi
   pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+}
+for t in "${progs[@]}"; do
+  name=$(basename "$t")
+  [[ -n $filter && $name != *$filter* ]] && continue
+  run_one "$name" "$t" CLTRAIN_SAN=${CLTRAIN_SAN:-}
 done
+# The threaded parts once more under ThreadSanitizer (make test builds them in build-tsan).
+if [[ -n ${CLTRAIN_TSAN_BUILD:-} ]]; then
+  for name in test_ring test_pipeline; do
+    [[ -n $filter && $name != *$filter* ]] && continue
+    run_one "$name[tsan]" "$CLTRAIN_TSAN_BUILD/tests/$name" CLTRAIN_SAN=tsan CLTRAIN_CACHE_DIR="$CLTRAIN_TSAN_BUILD/cache" \
+      TSAN_OPTIONS="suppressions=$here/tsan.supp halt_on_error=1"
+  done
+fi
 (( fail > 0 )) && echo "failed: ${failed_names[*]} (logs in $logdir)"
 echo "$pass passed, $fail failed, $skip skipped"
 (( fail == 0 ))
