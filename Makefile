@@ -2,7 +2,7 @@
 #   make            build build/cltrain and build/libcltrain.a
 #   make test       install missing Debian packages, build, run the suite
 #   make run        install, build, train mnist-cnn on Fashion-MNIST for one epoch
-#   make bench      cltrain bench kernels + train (+ PyTorch when installed)
+#   make bench      cltrain bench kernels, train, pipeline (+ PyTorch when installed)
 #   make asan|tsan  the suite under AddressSanitizer / ThreadSanitizer
 CC      ?= cc
 BUILD   ?= build
@@ -74,6 +74,7 @@ run: deps
 bench: all
 	$(BUILD)/cltrain bench kernels
 	$(BUILD)/cltrain bench train
+	$(BUILD)/cltrain bench pipeline
 	tools/bench-pytorch.sh $(BUILD)
 
 # Sanitizer builds go to their own folders; the suite runs on PoCL there too.
