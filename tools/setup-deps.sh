@@ -2,7 +2,7 @@
 # Install the Debian packages cltrain needs to build, test and run, if any is
 # missing. Runs apt-get as root (or through sudo); does nothing when all are there.
 set -e
-pkgs="build-essential pkg-config bc ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
+pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
 libclblast-dev libstb-dev libinih-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
 dataset-fashion-mnist"
 missing=""
