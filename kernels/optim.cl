@@ -4,11 +4,13 @@
  * uchar per parameter. Reference: src/ref/ops.c; tests: tests/test_layers.c. */
 
 /* bc1 = 1 - b1^t, bc2 = 1 - b2^t: computed on the host in double */
+/* skip[0] != 0 (set by `nonfinite` over the gradients earlier in the queue):
+ * a NaN or Inf gradient leaves parameters and moments untouched. */
 __kernel void adam_step(__global float *p, __global float *m, __global float *v, __global const float *g,
-                        __global const uchar *decay_mask, const int n, const float lr, const float b1,
+                        __global const uchar *decay_mask, __global const int *skip, const int n, const float lr, const float b1,
                         const float b2, const float eps, const float wd, const float bc1, const float bc2) {
     const int i = (int)get_global_id(0);
-    if (i >= n) return;
+    if (i >= n || skip[0]) return;
     const float gi = g[i];
     const float mi = b1 * m[i] + (1.0f - b1) * gi;
     const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
@@ -22,10 +24,10 @@ __kernel void adam_step(__global float *p, __global float *m, __global float *v,
 
 /* PyTorch's SGD with momentum: buf = momentum*buf + (g + wd*p); p -= lr*buf */
 __kernel void sgd_step(__global float *p, __global float *buf, __global const float *g,
-                       __global const uchar *decay_mask, const int n, const float lr, const float momentum,
+                       __global const uchar *decay_mask, __global const int *skip, const int n, const float lr, const float momentum,
                        const float wd) {
     const int i = (int)get_global_id(0);
-    if (i >= n) return;
+    if (i >= n || skip[0]) return;
     float gi = g[i];
     if (decay_mask[i]) gi += wd * p[i];
     const float b = momentum * buf[i] + gi;

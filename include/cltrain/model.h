@@ -45,6 +45,7 @@ typedef struct ct_model {
     cl_kernel k_gather;
     size_t ws_floats;
     int step;                   /* optimizer steps taken (Adam bias correction) */
+    int nonfinite;              /* read back with the results: the last step met a NaN/Inf gradient and was skipped */
 } ct_model;
 
 /* Parse a model definition. name is for messages (file name or built-in name). */
@@ -77,11 +78,15 @@ void ct_layer_forward(ct_model *m, int i, int B);
 void ct_layer_backward(ct_model *m, int i, int B);
 void ct_model_zero_grad(ct_model *m);
 typedef struct ct_optim { int kind; float lr, b1, b2, eps, wd, momentum; } ct_optim;
+/* Skipped on the device when any gradient is NaN or Inf; ct_model_read_results
+ * then sets m->nonfinite (the caller should undo m->step if it goes on). */
 void ct_model_step(ct_model *m, const ct_optim *o);
 /* Read back per-sample loss and predictions (blocking). Returns the loss sum. */
 double ct_model_read_results(ct_model *m, int B, int32_t *pred);
 /* 1 if any parameter gradient is NaN or Inf (blocking). */
 int ct_model_grads_nonfinite(ct_model *m);
+/* The layer whose parameter gradient went non-finite first in backward order, or -1. */
+int ct_model_first_nonfinite_layer(ct_model *m);
 
 void ct_model_get_params(ct_model *m, float *host);
 void ct_model_set_params(ct_model *m, const float *host);

@@ -27,7 +27,17 @@ typedef struct ct_train_opts {
     int resident;          /* --resident: the whole set on the device, batches gathered there */
     int io_latency_us;     /* --io-latency-us: simulated storage latency per sample */
     int keep_params;       /* copy the final parameters into ct_train_result.params (tests) */
+    const char *checkpoint;/* --checkpoint FILE: saved every checkpoint_every steps, at each epoch end, on a signal */
+    int checkpoint_every;
+    int keep;              /* --keep K numbered copies FILE.<step> */
+    const char *resume;    /* --resume FILE */
+    int model_set;         /* --model was given (checked against the checkpoint) */
+    int on_nan_skip;       /* --on-nan skip */
+    int schedule, warmup;  /* --schedule constant|step|cosine, --warmup N steps */
+    const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval` */
 } ct_train_opts;
+
+enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
 
 typedef struct ct_eval_result {
     int n, correct;
@@ -47,6 +57,8 @@ typedef struct ct_train_result {
     double compute_rate;   /* images/s the device trains when data is ready */
     double efficiency;     /* images_per_s / min(producer_rate, compute_rate) */
     int producers;         /* the producer count used (after auto) */
+    int signal;            /* SIGINT or SIGTERM that stopped training, else 0 */
+    long skipped;          /* steps skipped by --on-nan skip */
     float *params;         /* with keep_params: n_params floats, caller frees */
     size_t n_params;
 } ct_train_result;

@@ -16,6 +16,7 @@ static void usage(FILE *f) {
             "  devices                 list OpenCL platforms and devices\n"
             "  mnist                   train on MNIST digits (datasets/mnist, downloaded if missing)\n"
             "  fashion-mnist           train on Fashion-MNIST (Debian's dataset-fashion-mnist; works offline)\n"
+            "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
             "  bench kernels|train|pipeline  measured figures, as a table\n\n"
             "Training options:\n"
             "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
@@ -37,6 +38,12 @@ static void usage(FILE *f) {
             "  --io-latency-us N       simulated storage latency per sample (a sleep; for benchmarks)\n"
             "  --limit-train N, --limit-test N  use only the first N images\n"
             "  --quiet                 no progress lines\n"
+            "  --checkpoint FILE       save training state (atomically) at each epoch end and on Ctrl-C\n"
+            "  --checkpoint-every N    also every N steps;  --keep K  keep K numbered copies FILE.<step>\n"
+            "  --resume FILE           continue exactly where a checkpoint stopped\n"
+            "  --on-nan stop|skip      a NaN/Inf gradient stops training (exit 1) or skips the step [stop]\n"
+            "  --schedule constant|step|cosine, --warmup N   learning-rate schedule [constant]\n"
+            "  --confusion-png FILE    (eval) write the confusion matrix as an image\n"
             "  -h, --help              this help;  -V, --version  version\n\n"
             "Environment: CLTRAIN_DEVICE, CLTRAIN_DEBUG=1|2, CLTRAIN_SYNC=1, CLTRAIN_KERNEL_DIR,\n"
             "CLTRAIN_CACHE_DIR, CLTRAIN_GEMM=TM,NV,KCHUNK (see README).\n");
@@ -68,7 +75,10 @@ static int parse_int_opt(const char *opt, const char *s, long lo, long hi, long 
 }
 
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
-       O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT };
+       O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
+       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG };
+
+const char *g_confusion_png;
 
 int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) {
     static const struct option opts[] = {
@@ -82,6 +92,10 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"limit-test", required_argument, 0, O_LTEST}, {"quiet", no_argument, 0, O_QUIET},
         {"producers", required_argument, 0, O_PROD}, {"prefetch", required_argument, 0, O_PREFETCH},
         {"resident", no_argument, 0, O_RESIDENT}, {"io-latency-us", required_argument, 0, O_IOLAT},
+        {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+        {"keep", required_argument, 0, O_KEEP}, {"resume", required_argument, 0, O_RESUME},
+        {"on-nan", required_argument, 0, O_ONNAN}, {"schedule", required_argument, 0, O_SCHED},
+        {"warmup", required_argument, 0, O_WARMUP}, {"confusion-png", required_argument, 0, O_CONFPNG},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c, lr_set = 0;
     long l;
@@ -91,10 +105,10 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         int rc = 0;
         switch (c) {
-        case O_MODEL: o->model = optarg; break;
+        case O_MODEL: o->model = optarg; o->model_set = 1; break;
         case O_EPOCHS: if (!(rc = parse_int_opt("epochs", optarg, 1, 100000, &l))) o->epochs = (int)l; break;
         case O_BATCH: if (!(rc = parse_int_opt("batch-size", optarg, 1, 4096, &l))) o->batch = (int)l; break;
-        case O_LR: if (!(rc = parse_num("lr", optarg, 0, 100, &d))) { o->optim.lr = (float)d; lr_set = 1; } break;
+        case O_LR: if (!(rc = parse_num("lr", optarg, 0, 1e9, &d))) { o->optim.lr = (float)d; lr_set = 1; } break;
         case O_OPT:
             if (!strcmp(optarg, "adam")) o->optim.kind = CT_OPT_ADAM;
             else if (!strcmp(optarg, "sgd")) o->optim.kind = CT_OPT_SGD;
@@ -122,6 +136,23 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             break;
         case O_PREFETCH: if (!(rc = parse_int_opt("prefetch", optarg, 2, 4096, &l))) o->prefetch = (int)l; break;
         case O_RESIDENT: o->resident = 1; break;
+        case O_CKPT: o->checkpoint = optarg; break;
+        case O_CKPT_EVERY: if (!(rc = parse_int_opt("checkpoint-every", optarg, 1, 1L << 40, &l))) o->checkpoint_every = (int)l; break;
+        case O_KEEP: if (!(rc = parse_int_opt("keep", optarg, 0, 1000, &l))) o->keep = (int)l; break;
+        case O_RESUME: o->resume = optarg; break;
+        case O_ONNAN:
+            if (!strcmp(optarg, "stop")) o->on_nan_skip = 0;
+            else if (!strcmp(optarg, "skip")) o->on_nan_skip = 1;
+            else rc = ct_fail(CT_EINPUT, "--on-nan %s: expected stop or skip", optarg);
+            break;
+        case O_SCHED:
+            if (!strcmp(optarg, "constant")) o->schedule = CT_SCHED_CONSTANT;
+            else if (!strcmp(optarg, "step")) o->schedule = CT_SCHED_STEP;
+            else if (!strcmp(optarg, "cosine")) o->schedule = CT_SCHED_COSINE;
+            else rc = ct_fail(CT_EINPUT, "--schedule %s: expected constant, step or cosine", optarg);
+            break;
+        case O_WARMUP: if (!(rc = parse_int_opt("warmup", optarg, 0, 1L << 30, &l))) o->warmup = (int)l; break;
+        case O_CONFPNG: g_confusion_png = optarg; break;
         case O_IOLAT: if (!(rc = parse_int_opt("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]); break;
@@ -141,11 +172,15 @@ static int cmd_mnist(int argc, char **argv, int kind) {
     int rc = cli_parse_train(argc, argv, &o, &data);
     if (rc) return cli_fail(rc);
     /* a bad --model fails before seconds of data loading */
-    ct_model probe;
-    rc = ct_model_load(&probe, o.model);
-    ct_model_free(&probe);
-    if (rc) return cli_fail(rc);
+    if (!o.resume) {
+        ct_model probe;
+        rc = ct_model_load(&probe, o.model);
+        ct_model_free(&probe);
+        if (rc) return cli_fail(rc);
+    }
     if (!data) data = kind == CT_FASHION_MNIST ? "/usr/share/datasets/fashion-mnist" : "datasets/mnist";
+    o.dataset = kind == CT_FASHION_MNIST ? "fashion-mnist" : "mnist";
+    o.data_dir = data;
     ct_dataset train = {0}, test = {0};
     double t0 = ct_now();
     rc = ct_mnist_load(&train, &test, data, kind, kind == CT_MNIST);
@@ -156,6 +191,10 @@ static int cmd_mnist(int argc, char **argv, int kind) {
     rc = ct_train(&o, &train, &test, &res, stdout);
     ct_dataset_free(&train);
     ct_dataset_free(&test);
+    if (rc == CT_EINTR) {
+        fprintf(stderr, "cltrain: %s\n", ct_last_error());
+        return 128 + res.signal; /* 130 for SIGINT, 143 for SIGTERM */
+    }
     return rc ? cli_fail(rc) : 0;
 }
 
@@ -176,6 +215,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "mnist")) return cmd_mnist(argc - 1, argv + 1, CT_MNIST);
     if (!strcmp(cmd, "fashion-mnist")) return cmd_mnist(argc - 1, argv + 1, CT_FASHION_MNIST);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     ct_fail(CT_EINPUT, "unknown command '%s'; see `cltrain --help`", cmd);
     return cli_fail(CT_EINPUT);
 }

@@ -503,17 +503,30 @@ void ct_model_backward(ct_model *m, int B) {
 
 void ct_model_zero_grad(ct_model *m) { ct_cl_fill0(m->cl, m->grads, 0, m->n_params * 4); }
 
+static void enqueue_nonfinite(ct_model *m, cl_mem x, size_t off, size_t n) {
+    int io = (int)off, in = (int)n;
+    ct_cl_args(m->k_nonfinite, "mmii", m->flag, x, io, in);
+    size_t gws = 1024;
+    ct_cl_run(m->cl, m->k_nonfinite, "nonfinite", 1, &gws, NULL);
+}
+
 void ct_model_step(ct_model *m, const ct_optim *o) {
+    /* NaN guard on the device: the optimizer launch reads the flag and does nothing
+     * if any gradient is NaN or Inf, so the parameters stay the last good ones
+     * without a host round trip inside the step */
+    int zero = 0;
+    CL_CHECK(clEnqueueFillBuffer(m->cl->queue, m->flag, &zero, sizeof zero, 0, sizeof zero, 0, NULL, NULL));
+    enqueue_nonfinite(m, m->grads, 0, m->n_params);
     m->step++;
     int n = (int)m->n_params;
     size_t gws = (size_t)n;
     if (o->kind == CT_OPT_ADAM) {
         float bc1 = (float)(1.0 - pow(o->b1, m->step)), bc2 = (float)(1.0 - pow(o->b2, m->step));
-        ct_cl_args(m->k_adam, "mmmmmifffffff", m->params, m->mom1, m->mom2, m->grads, m->decay_mask, n, o->lr, o->b1,
+        ct_cl_args(m->k_adam, "mmmmmmifffffff", m->params, m->mom1, m->mom2, m->grads, m->decay_mask, m->flag, n, o->lr, o->b1,
                    o->b2, o->eps, o->wd, bc1, bc2);
         ct_cl_run(m->cl, m->k_adam, "adam_step", 1, &gws, NULL);
     } else {
-        ct_cl_args(m->k_sgd, "mmmmifff", m->params, m->mom1, m->grads, m->decay_mask, n, o->lr, o->momentum, o->wd);
+        ct_cl_args(m->k_sgd, "mmmmmifff", m->params, m->mom1, m->grads, m->decay_mask, m->flag, n, o->lr, o->momentum, o->wd);
         ct_cl_run(m->cl, m->k_sgd, "sgd_step", 1, &gws, NULL);
     }
 }
@@ -523,19 +536,28 @@ double ct_model_read_results(ct_model *m, int B, int32_t *pred) {
     CT_ASSERT(B <= 4096);
     CL_CHECK(clEnqueueReadBuffer(m->cl->queue, m->loss, CL_FALSE, 0, (size_t)B * 4, loss, 0, NULL, NULL));
     if (pred) CL_CHECK(clEnqueueReadBuffer(m->cl->queue, m->pred, CL_FALSE, 0, (size_t)B * 4, pred, 0, NULL, NULL));
+    CL_CHECK(clEnqueueReadBuffer(m->cl->queue, m->flag, CL_FALSE, 0, 4, &m->nonfinite, 0, NULL, NULL));
     ct_cl_finish(m->cl);
     double s = 0;
     for (int i = 0; i < B; i++) s += loss[i];
     return s;
 }
 
-int ct_model_grads_nonfinite(ct_model *m) {
+static int range_nonfinite(ct_model *m, size_t off, size_t n) {
     int zero = 0, flag = 0;
     CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->flag, CL_FALSE, 0, 4, &zero, 0, NULL, NULL));
-    int n = (int)m->n_params, off = 0;
-    ct_cl_args(m->k_nonfinite, "mmii", m->flag, m->grads, off, n);
-    size_t gws = 1024;
-    ct_cl_run(m->cl, m->k_nonfinite, "nonfinite", 1, &gws, NULL);
+    enqueue_nonfinite(m, m->grads, off, n);
     ct_cl_read(m->cl, m->flag, 0, 4, &flag);
     return flag;
+}
+
+int ct_model_grads_nonfinite(ct_model *m) { return range_nonfinite(m, 0, m->n_params); }
+
+int ct_model_first_nonfinite_layer(ct_model *m) {
+    /* backward runs from the last layer to the first: the first to go bad is the highest index */
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        const ct_layer *L = &m->layers[i];
+        if (L->n_w + L->n_b && range_nonfinite(m, L->w_off, L->n_w + L->n_b)) return i;
+    }
+    return -1;
 }

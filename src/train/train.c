@@ -4,6 +4,8 @@
  * Progress: a live line on a terminal, plain lines otherwise.
  * Tested by tests/test_train.c (learns a subset of Fashion-MNIST). */
 #include "cltrain/train.h"
+#include "cltrain/checkpoint.h"
+#include <signal.h>
 #include <stdatomic.h>
 #include <math.h>
 #include <string.h>
@@ -129,8 +131,62 @@ static void upload_slot(ct_model *m, ct_slot *s, int j, cl_event *after) {
     CL_CHECK(clFlush(q));
 }
 
-int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out) {
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig) { g_signal = sig; }
+
+static double schedule_lr(const ct_train_opts *o, int64_t g, int64_t total) {
+    double lr = o->optim.lr;
+    if (o->warmup > 0 && g < o->warmup) return lr * (double)(g + 1) / o->warmup;
+    double t = total > o->warmup ? (double)(g - o->warmup) / (double)(total - o->warmup) : 1.0;
+    if (o->schedule == CT_SCHED_STEP) lr *= t < 0.5 ? 1.0 : t < 0.75 ? 0.1 : 0.01;
+    else if (o->schedule == CT_SCHED_COSINE) lr *= 0.5 * (1.0 + cos(3.14159265358979 * t));
+    return lr;
+}
+
+static int save_checkpoint(const ct_train_opts *o, ct_model *m, int64_t next, int n, ct_ckpt *ck, int64_t *kept, int *n_kept) {
+    ct_ckpt st = {0};
+    snprintf(st.model_name, sizeof st.model_name, "%s", m->name);
+    snprintf(st.dataset, sizeof st.dataset, "%s", o->dataset ? o->dataset : "");
+    snprintf(st.data_dir, sizeof st.data_dir, "%s", o->data_dir ? o->data_dir : "");
+    st.cfg = m->cfg;
+    st.seed = o->seed;
+    st.next_batch = next;
+    st.batch = o->batch;
+    st.n_train = n;
+    st.opt_kind = o->optim.kind;
+    st.opt_step = m->step;
+    st.n_params = m->n_params;
+    st.params = ck->params;
+    st.mom1 = ck->mom1;
+    st.mom2 = ck->mom2;
+    ct_model_get_params(m, st.params);
+    ct_cl_read(m->cl, m->mom1, 0, m->n_params * 4, st.mom1);
+    ct_cl_read(m->cl, m->mom2, 0, m->n_params * 4, st.mom2);
+    int rc = ct_ckpt_save(&st, o->checkpoint);
+    if (!rc && o->keep > 0) {
+        /* numbered copies FILE.<step>; the oldest beyond --keep go */
+        char path[4200];
+        snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)next);
+        rc = ct_ckpt_save(&st, path);
+        if (*n_kept == o->keep) {
+            snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)kept[0]);
+            unlink(path);
+            memmove(kept, kept + 1, sizeof *kept * (size_t)(o->keep - 1));
+            (*n_kept)--;
+        }
+        kept[(*n_kept)++] = next;
+    }
+    return rc;
+}
+
+int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out) {
     memset(res, 0, sizeof *res);
+    ct_train_opts oo = *opts, *o = &oo;
+    ct_ckpt ck = {0}, buf = {0};
+    int64_t g0 = 0, *kept = NULL;
+    int n_kept = 0;
+    struct sigaction sa_old[2];
+    int handlers = 0;
     if (o->batch < 1 || o->batch > 4096) return ct_fail(CT_EINPUT, "--batch-size %d: expected 1..4096", o->batch);
     if (o->epochs < 1) return ct_fail(CT_EINPUT, "--epochs %d: expected at least 1", o->epochs);
     double t_start = ct_now();
@@ -140,16 +196,73 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
     feeder f;
     memset(&f, 0, sizeof f);
     int32_t *pred = NULL;
-    int rc = ct_model_load(&m, o->model);
-    if (!rc) rc = ct_model_check_input(&m, train->h, train->w, train->c, train->n_classes, "the training set");
+    int rc;
+    memset(&m, 0, sizeof m);
+    if (o->resume) {
+        /* the checkpoint fixes the model and the data order */
+        if ((rc = ct_ckpt_load(&ck, o->resume))) goto done;
+        if ((rc = ct_model_parse(&m, ck.cfg, ck.model_name))) goto done;
+        if (o->model_set) {
+            ct_model other;
+            rc = ct_model_load(&other, o->model);
+            int same = !rc && !strcmp(other.cfg, ck.cfg);
+            ct_model_free(&other);
+            if (rc) goto done;
+            if (!same) {
+                rc = ct_fail(CT_EINPUT, "%s: this checkpoint holds model %s, not %s; resume without --model or start afresh",
+                             o->resume, ck.model_name, o->model);
+                goto done;
+            }
+        }
+        if (m.n_params != ck.n_params) { rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", o->resume); goto done; }
+        if (ck.n_train > train->n) {
+            rc = ct_fail(CT_EINPUT, "%s: trained on %d samples per epoch but this data set has %d", o->resume, ck.n_train, train->n);
+            goto done;
+        }
+        o->seed = ck.seed;
+        o->batch = ck.batch;
+        o->limit_train = ck.n_train;
+        o->optim.kind = ck.opt_kind;
+        g0 = ck.next_batch;
+    } else if ((rc = ct_model_load(&m, o->model))) {
+        goto done;
+    }
+    rc = ct_model_check_input(&m, train->h, train->w, train->c, train->n_classes, "the training set");
     if (!rc) rc = ct_cl_open(&cl, o->device);
     if (!rc) rc = ct_model_setup(&m, &cl, o->batch, o->gemm);
     if (rc) goto done;
     ct_model_init_weights(&m, o->seed);
+    if (o->resume) {
+        ct_model_set_params(&m, ck.params);
+        ct_cl_write(&cl, m.mom1, 0, m.n_params * 4, ck.mom1);
+        ct_cl_write(&cl, m.mom2, 0, m.n_params * 4, ck.mom2);
+        m.step = ck.opt_step;
+    }
+    if (o->checkpoint) {
+        buf.params = ct_xmalloc(m.n_params * 4);
+        buf.mom1 = ct_xmalloc(m.n_params * 4);
+        buf.mom2 = ct_xmalloc(m.n_params * 4);
+        kept = ct_xcalloc((size_t)(o->keep > 0 ? o->keep : 1), sizeof *kept);
+    }
+    /* Ctrl-C / SIGTERM: finish the step, save, stop; a second one kills at once */
+    g_signal = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigaction(SIGINT, &sa, &sa_old[0]);
+    sigaction(SIGTERM, &sa, &sa_old[1]);
+    handlers = 1;
     int n = o->limit_train > 0 && o->limit_train < train->n ? o->limit_train : train->n;
     long spe = (n + o->batch - 1) / o->batch;
     int64_t total = (int64_t)spe * o->epochs;
     if (o->max_steps && o->max_steps < total) total = o->max_steps;
+    if (g0 >= total) {
+        rc = ct_fail(CT_EINPUT, "%s: already trained %lld steps (%lld epochs); ask for more --epochs to go on", o->resume,
+                     (long long)g0, (long long)(g0 / spe));
+        goto done;
+    }
+    if (g0 && !o->quiet) fprintf(out, "resuming %s at step %lld (epoch %lld)\n", o->resume, (long long)g0, (long long)(g0 / spe) + 1);
     size_t sz = (size_t)train->h * train->w * train->c;
     f.ctx = (ds_ctx){train, o->scale, o->shift};
     f.src = (ct_source){.n = train->n, .h = train->h, .w = train->w, .c = train->c, .n_classes = train->n_classes,
@@ -185,14 +298,15 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
     double iv_loss = 0, t_iv = ct_now(), iv_wait = 0, iv_t0 = ct_now();
     long iv_correct = 0, iv_n = 0;
     int j = 0;
-    for (g = 0; g < total; g++) {
+    for (g = g0; g < total; g++) {
+        int64_t k = g - g0;
         int epoch = (int)(g / spe);
         long s = g % spe;
         double t0 = ct_now(), wait = 0;
         int B;
         /* 1. this step's batch into input buffer j */
-        int warmup = f.mode == FEED_PIPE && o->producers < 0 && g < 2;
-        if (f.mode == FEED_PIPE && producers < 0 && g == 2) {
+        int warmup = f.mode == FEED_PIPE && o->producers < 0 && k < 2;
+        if (f.mode == FEED_PIPE && producers < 0 && k == 2) {
             /* --producers auto: batches 0 and 1 ran synchronously; batch 1 timed both sides */
             double fill_rate = res->producer_rate, comp_rate = res->compute_rate;
             producers = (int)ceil(1.25 * comp_rate / (fill_rate > 0 ? fill_rate : 1));
@@ -207,7 +321,7 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
             ct_cl_write(&cl, m.input, 0, (size_t)B * sz * sizeof(float), f.host_img);
             ct_cl_write(&cl, m.labels, 0, (size_t)B * 4, f.host_lab);
             wait = ct_now() - t0;
-            if (g == 1) res->producer_rate = B / (tf > 1e-9 ? tf : 1e-9);
+            if (k == 1) res->producer_rate = B / (tf > 1e-9 ? tf : 1e-9);
         } else if (f.mode == FEED_RESIDENT) {
             if (f.perm_epoch != epoch) { ct_epoch_order(f.perm, n, o->seed, epoch); f.perm_epoch = epoch; }
             B = (int)(n - s * o->batch < o->batch ? n - s * o->batch : o->batch);
@@ -234,7 +348,9 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
         ct_model_forward(&m, B);
         ct_model_loss(&m, B);
         ct_model_backward(&m, B);
-        ct_model_step(&m, &o->optim);
+        ct_optim opt = o->optim;
+        opt.lr = (float)schedule_lr(o, g, total);
+        ct_model_step(&m, &opt);
         ct_slot *next = NULL;
         if (f.cur) {
             if (f.computed[j]) clReleaseEvent(f.computed[j]);
@@ -273,17 +389,31 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
             for (int i = 0; i < B; i++) f.host_lab[i] = train->labels[f.perm[s * o->batch + i]];
         }
         double t1 = ct_now();
-        if (g == 1) res->compute_rate = B / (t1 - tc0 > 1e-9 ? t1 - tc0 : 1e-9);
+        if (k == 1) res->compute_rate = B / (t1 - tc0 > 1e-9 ? t1 - tc0 : 1e-9);
         /* steady state: leave out the pipeline fill (first step, and auto's two timed steps) */
-        if (g > (f.mode == FEED_PIPE && o->producers < 0 ? 2 : 0) || total == 1) {
+        if (k > (f.mode == FEED_PIPE && o->producers < 0 ? 2 : 0) || total - g0 == 1) {
             res->wait_s += wait;
             res->total_s += t1 - t0;
             t_compute += t1 - t0 - wait;
             images += B;
         }
-        if (!isfinite(loss)) {
-            rc = ct_fail(CT_ENAN, "step %lld (epoch %d): the loss is %s; training diverged, try a lower --lr (now %g)",
-                         (long long)g + 1, epoch + 1, isnan(loss) ? "NaN" : "infinite", o->optim.lr);
+        if (m.nonfinite || !isfinite(loss)) {
+            /* NaN guard: the optimizer did not apply this step (see ct_model_step) */
+            m.step--;
+            int layer = ct_model_first_nonfinite_layer(&m);
+            char where[96];
+            if (layer >= 0) snprintf(where, sizeof where, "the gradient of layer %d (%s, .cfg line %d)", layer,
+                                     m.layers[layer].type == CT_L_CONV ? "conv" : "dense", m.layers[layer].line);
+            else snprintf(where, sizeof where, "the loss");
+            if (o->on_nan_skip) {
+                fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n", tty ? "\n" : "",
+                        (long long)g + 1, where);
+                res->skipped++;
+                continue;
+            }
+            rc = ct_fail(CT_ENAN, "step %lld (epoch %d): %s is NaN or infinite; training stopped before applying it%s%s; try a lower --lr (now %g)",
+                         (long long)g + 1, epoch + 1, where, o->checkpoint ? ", the last checkpoint is untouched: " : "",
+                         o->checkpoint ? o->checkpoint : "", o->optim.lr);
             break;
         }
         iv_loss += loss;
@@ -323,6 +453,20 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
             t_iv += ct_now() - te;
             iv_t0 += ct_now() - te;
         }
+        int stop = g_signal != 0;
+        if (o->checkpoint && (stop || s == spe - 1 || g == total - 1 || (o->checkpoint_every > 0 && (g + 1) % o->checkpoint_every == 0))) {
+            double tk = ct_now();
+            if ((rc = save_checkpoint(o, &m, g + 1, n, &buf, kept, &n_kept))) break;
+            t_iv += ct_now() - tk;
+            iv_t0 += ct_now() - tk;
+        }
+        if (stop) {
+            g++;
+            res->signal = g_signal;
+            rc = ct_fail(CT_EINTR, "stopped by %s after step %lld%s%s", g_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)g,
+                         o->checkpoint ? "; saved " : "", o->checkpoint ? o->checkpoint : "");
+            break;
+        }
     }
     res->steps = g;
     res->producers = f.mode == FEED_PIPE ? producers : 0;
@@ -353,6 +497,13 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
         ct_model_get_params(&m, res->params);
     }
 done:
+    if (handlers) {
+        sigaction(SIGINT, &sa_old[0], NULL);
+        sigaction(SIGTERM, &sa_old[1], NULL);
+    }
+    ct_ckpt_free(&ck);
+    ct_ckpt_free(&buf);
+    free(kept);
     if (f.pipe.slots) {
         if (f.cur) ct_pipeline_release(&f.pipe, f.cur);
         ct_pipeline_stop(&f.pipe);

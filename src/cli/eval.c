@@ -1,0 +1,90 @@
+/* cli/eval.c: `cltrain eval CHECKPOINT [--data DIR] [--confusion-png FILE]`:
+ * the checkpoint's model and weights on its data set's test split: accuracy,
+ * per-class accuracy, the confusion matrix (and as an image, stb_image_write).
+ * Tested by tests/checkpoint.sh. */
+#include "cli.h"
+#include "cltrain/checkpoint.h"
+#include <string.h>
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STBIW_ASSERT(x) CT_ASSERT(x)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
+/* one cell per (true, predicted) pair; darker = larger share of the true class */
+static int write_confusion_png(const ct_eval_result *r, const char *path) {
+    int C = r->n_classes, cell = 24, W = C * cell;
+    unsigned char *img = ct_xmalloc((size_t)W * W * 3);
+    for (int t = 0; t < C; t++) {
+        int tot = 0;
+        for (int p = 0; p < C; p++) tot += r->confusion[t * C + p];
+        for (int p = 0; p < C; p++) {
+            double share = tot ? (double)r->confusion[t * C + p] / tot : 0;
+            unsigned char v = (unsigned char)(255 - 255 * share);
+            for (int y = 0; y < cell; y++)
+                for (int x = 0; x < cell; x++) {
+                    unsigned char *px = img + (((size_t)(t * cell + y) * W) + p * cell + x) * 3;
+                    int edge = x == 0 || y == 0;
+                    px[0] = edge ? 200 : (t == p ? v / 2 : v);
+                    px[1] = edge ? 200 : v;
+                    px[2] = edge ? 200 : (t == p ? v : 255);
+                }
+        }
+    }
+    int ok = stbi_write_png(path, W, W, 3, img, W * 3);
+    free(img);
+    return ok ? 0 : ct_fail(CT_EIO, "%s: cannot write the confusion matrix image", path);
+}
+
+int cmd_eval(int argc, char **argv) {
+    ct_train_opts o;
+    ct_train_defaults(&o);
+    const char *data = NULL;
+    g_confusion_png = NULL;
+    /* the checkpoint is the first non-option argument */
+    if (argc < 2 || argv[1][0] == '-') {
+        ct_fail(CT_EINPUT, "eval needs a checkpoint file: cltrain eval CHECKPOINT [--data DIR]");
+        return cli_fail(CT_EINPUT);
+    }
+    const char *path = argv[1];
+    int rc = cli_parse_train(argc - 1, argv + 1, &o, &data);
+    if (rc) return cli_fail(rc);
+    ct_ckpt ck;
+    if ((rc = ct_ckpt_load(&ck, path))) return cli_fail(rc);
+    ct_dataset test = {0};
+    int kind = !strcmp(ck.dataset, "mnist") ? CT_MNIST : !strcmp(ck.dataset, "fashion-mnist") ? CT_FASHION_MNIST : 0;
+    if (!kind) {
+        ct_ckpt_free(&ck);
+        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (mnist, fashion-mnist)", path, ck.dataset);
+        return cli_fail(CT_EINPUT);
+    }
+    if (!data) data = ck.data_dir;
+    ct_model m;
+    ct_cl cl;
+    memset(&cl, 0, sizeof cl);
+    memset(&m, 0, sizeof m);
+    rc = ct_mnist_load(NULL, &test, data, kind, 0);
+    if (!rc) rc = ct_model_parse(&m, ck.cfg, ck.model_name);
+    if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
+    if (!rc) rc = ct_model_check_input(&m, test.h, test.w, test.c, test.n_classes, data);
+    if (!rc) rc = ct_cl_open(&cl, o.device);
+    if (!rc) rc = ct_model_setup(&m, &cl, o.batch, o.gemm);
+    if (!rc) {
+        ct_model_set_params(&m, ck.params);
+        ct_eval_result ev;
+        ct_evaluate(&m, &test, o.limit_test, o.scale, o.shift, &ev);
+        printf("%s: model %s, %d parameters, trained %lld steps on %s\n", path, ck.model_name, (int)ck.n_params,
+               (long long)ck.next_batch, ck.dataset);
+        ct_eval_print(&ev, test.class_names, stdout, 1);
+        if (g_confusion_png) rc = write_confusion_png(&ev, g_confusion_png);
+        ct_eval_free(&ev);
+    }
+    ct_model_free(&m);
+    if (cl.ctx) ct_cl_close(&cl);
+    ct_dataset_free(&test);
+    ct_ckpt_free(&ck);
+    return rc ? cli_fail(rc) : 0;
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# checkpoint.sh: checkpoints, resume, signals and the NaN guard, through the
+# command line. Bit-exact resume (2 epochs straight == 1 epoch + resume for 1),
+# damaged files rejected with exit 2, kill -9 at 20 random moments always
+# leaves a checkpoint that loads and resumes, SIGTERM saves and exits 143, a
+# diverging run stops with exit 1 and the last good checkpoint untouched.
+# Prints TAP. Uses Fashion-MNIST (Debian's dataset-fashion-mnist).
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+case ${CLTRAIN_BUILD:-build} in /*) bin=$CLTRAIN_BUILD/cltrain ;; *) bin=$here/${CLTRAIN_BUILD:-build}/cltrain ;; esac
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else notok "$name" "failed: $*"; fi; }
+# a small, fast setup: mlp, 640 images per epoch, batch 64 (10 steps per epoch)
+train=("$bin" fashion-mnist --model mlp --limit-train 640 --limit-test 500 --batch-size 64 --quiet)
+
+# --- bit-exact resume ---
+"${train[@]}" --epochs 2 --checkpoint "$tmp/straight.ckpt"; rc1=$?
+"${train[@]}" --epochs 1 --checkpoint "$tmp/resumed.ckpt"; rc2=$?
+"${train[@]}" --epochs 2 --resume "$tmp/resumed.ckpt" --checkpoint "$tmp/resumed.ckpt"; rc3=$?
+check "train 2 epochs straight, and 1 epoch then resume for 1" \
+  test $rc1 -eq 0 -a $rc2 -eq 0 -a $rc3 -eq 0 -a -s "$tmp/straight.ckpt"
+check "resumed weights bit-identical" cmp -s "$tmp/straight.ckpt" "$tmp/resumed.ckpt"
+# the same with mnist-cnn and the pipeline on (2 producers), stopping mid-epoch
+cnn=("$bin" fashion-mnist --limit-train 512 --batch-size 64 --quiet --producers 2)
+"${cnn[@]}" --epochs 2 --checkpoint "$tmp/c1.ckpt"
+"${cnn[@]}" --epochs 2 --steps 5 --checkpoint "$tmp/c2.ckpt"
+"${cnn[@]}" --epochs 2 --resume "$tmp/c2.ckpt" --checkpoint "$tmp/c2.ckpt" --producers 0
+check "mnist-cnn: stop at step 5, resume with other producers: bit-identical" cmp -s "$tmp/c1.ckpt" "$tmp/c2.ckpt"
+
+# --- damage ---
+expect2() { # NAME PATTERN FILE
+  local err
+  err=$("$bin" eval "$3" --limit-test 10 2>&1 >/dev/null); local rc=$?
+  if [[ $rc -eq 2 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == *$2* ]]; then ok "$1"; else notok "$1" "exit $rc: $err"; fi
+}
+cp "$tmp/straight.ckpt" "$tmp/flip.ckpt"
+printf '\x55' | dd of="$tmp/flip.ckpt" bs=1 seek=5000 conv=notrunc 2>/dev/null
+expect2 "a flipped byte is detected" "CRC" "$tmp/flip.ckpt"
+head -c 100000 "$tmp/straight.ckpt" >"$tmp/trunc.ckpt"
+expect2 "a truncated checkpoint is rejected" "truncated" "$tmp/trunc.ckpt"
+cp "$tmp/straight.ckpt" "$tmp/newer.ckpt"
+printf '\x09' | dd of="$tmp/newer.ckpt" bs=1 seek=8 conv=notrunc 2>/dev/null
+expect2 "a newer format version is rejected" "newer" "$tmp/newer.ckpt"
+echo "not a checkpoint at all" >"$tmp/text.ckpt"
+expect2 "a text file is rejected" "checkpoint" "$tmp/text.ckpt"
+err=$("${train[@]}" --epochs 3 --resume "$tmp/straight.ckpt" --model mnist-cnn 2>&1); rc=$?
+if [[ $rc -eq 2 && $err == *"holds model mlp"* ]]; then ok "resume with another --model is rejected"; else notok "resume with another --model" "exit $rc: $err"; fi
+err=$("${train[@]}" --epochs 2 --resume "$tmp/straight.ckpt" 2>&1); rc=$?
+if [[ $rc -eq 2 && $err == *"already trained"* ]]; then ok "resume with nothing left to do says so"; else notok "resume: nothing left" "exit $rc: $err"; fi
+
+# --- kill -9 at random moments ---
+bad=0
+ck=$tmp/kill.ckpt
+RANDOM=7
+for i in $(seq 1 20); do
+  if [[ -f $ck ]]; then args=(--resume "$ck"); else args=(); fi
+  "${train[@]}" --epochs 1000 --checkpoint "$ck" --checkpoint-every 1 "${args[@]}" >/dev/null 2>&1 &
+  pid=$!
+  sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"
+  kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+  if [[ -f $ck ]] && ! "$bin" eval "$ck" --limit-test 10 >/dev/null 2>&1; then bad=$((bad + 1)); echo "# kill $i: checkpoint does not load"; fi
+  ls "$tmp"/kill.ckpt.tmp.* >/dev/null 2>&1 && rm -f "$tmp"/kill.ckpt.tmp.*   # a torn temporary is expected, never the real file
+done
+steps=$("$bin" eval "$ck" --limit-test 10 2>/dev/null | sed -n 's/.*trained \([0-9]*\) steps.*/\1/p')
+if [[ $bad -eq 0 && -n $steps && $steps -gt 0 ]]; then ok "kill -9 x20: every checkpoint loads; training progressed to step $steps"
+else notok "kill -9 x20" "$bad bad checkpoints, steps '$steps'"; fi
+
+# --- SIGTERM saves and exits 143 ---
+rm -f "$tmp/term.ckpt"
+"${train[@]}" --epochs 1000 --checkpoint "$tmp/term.ckpt" >/dev/null 2>"$tmp/term.err" &
+pid=$!
+sleep 1.5
+kill -TERM $pid; wait $pid; rc=$?
+if [[ $rc -eq 143 ]] && grep -q "SIGTERM" "$tmp/term.err" && "$bin" eval "$tmp/term.ckpt" --limit-test 10 >/dev/null 2>&1; then
+  ok "SIGTERM finishes the step, saves, exits 143"
+else notok "SIGTERM" "exit $rc: $(cat "$tmp/term.err")"; fi
+
+# --- NaN guard: Adam at lr 1e9 sends mnist-cnn's logits past float range within two steps ---
+"${cnn[@]}" --epochs 1 --checkpoint "$tmp/nan.ckpt" >/dev/null 2>&1
+cp "$tmp/nan.ckpt" "$tmp/nan.before"
+err=$("${cnn[@]}" --epochs 3 --resume "$tmp/nan.ckpt" --checkpoint "$tmp/nan.ckpt" --lr 1e9 2>&1); rc=$?
+if [[ $rc -eq 1 && $err == *"NaN or infinite"* && $err == *"lower --lr"* ]] && cmp -s "$tmp/nan.ckpt" "$tmp/nan.before"; then
+  ok "NaN guard: absurd --lr stops with exit 1, names where, last checkpoint untouched"
+else notok "NaN guard" "exit $rc: $err"; fi
+"${cnn[@]}" --epochs 1 --lr 1e9 --on-nan skip >"$tmp/skip.out" 2>&1; rc=$?
+out=$(grep -c "step skipped" "$tmp/skip.out")
+if [[ $rc -eq 0 && $out -gt 0 ]]; then ok "--on-nan skip skips bad steps ($out skipped) and finishes"; else notok "--on-nan skip" "exit $rc, $out skipped"; fi
+echo "1..$n"
