@@ -486,7 +486,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
                 res->images_per_s, res->images_per_s * 3 * m.flops_fwd * 1e-9, 100 * res->wait_s / (res->total_s > 0 ? res->total_s : 1));
         const char *mode = f.mode == FEED_RESIDENT ? "resident" : f.mode == FEED_SYNC ? "synchronous" : "pipelined";
         fprintf(out, "input: %s", mode);
-        if (f.mode == FEED_PIPE) fprintf(out, ", %d producers%s", producers, o->producers < 0 ? " (auto)" : "");
+        if (f.mode == FEED_PIPE) fprintf(out, ", %d producer%s%s", producers, producers == 1 ? "" : "s", o->producers < 0 ? " (auto)" : "");
         if (f.mode != FEED_RESIDENT) fprintf(out, "; producer %.0f images/s", res->producer_rate);
         fprintf(out, ", compute %.0f images/s, achieved %.0f images/s, pipeline efficiency %.2f\n", res->compute_rate,
                 res->images_per_s, res->efficiency);
