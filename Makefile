@@ -78,10 +78,10 @@ bench: all
 	tools/bench-pytorch.sh $(BUILD)
 
 # Sanitizer builds go to their own folders; the suite runs on PoCL there too.
-asan:
+asan: deps
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 CLTRAIN_SAN=asan tests/run.sh build-asan
-tsan:
+tsan: deps
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" all
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1" CLTRAIN_SAN=tsan tests/run.sh build-tsan
 

@@ -89,4 +89,10 @@ else notok "NaN guard" "exit $rc: $err"; fi
 "${cnn[@]}" --epochs 1 --lr 1e9 --on-nan skip >"$tmp/skip.out" 2>&1; rc=$?
 out=$(grep -c "step skipped" "$tmp/skip.out")
 if [[ $rc -eq 0 && $out -gt 0 ]]; then ok "--on-nan skip skips bad steps ($out skipped) and finishes"; else notok "--on-nan skip" "exit $rc, $out skipped"; fi
+# --- --logdir: metrics.csv and an event file with every tag ---
+"${train[@]}" --epochs 1 --logdir "$tmp/logs" --eval-every 5 >/dev/null 2>&1
+tags=$(tail -n +2 "$tmp/logs/metrics.csv" | cut -d, -f2 | sort -u | tr '\n' ' ')
+if [[ $tags == *"data_wait images_per_s lr test/accuracy test/loss train/accuracy train/loss"* ]] && ls "$tmp"/logs/events.out.tfevents.* >/dev/null 2>&1; then
+  ok "--logdir writes metrics.csv and an event file ($tags)"
+else notok "--logdir" "tags: $tags"; fi
 echo "1..$n"

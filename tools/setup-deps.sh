@@ -4,7 +4,7 @@
 set -e
 pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
 libclblast-dev libstb-dev libinih-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
-dataset-fashion-mnist"
+dataset-fashion-mnist python3 python3-venv"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

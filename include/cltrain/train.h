@@ -35,6 +35,7 @@ typedef struct ct_train_opts {
     int on_nan_skip;       /* --on-nan skip */
     int schedule, warmup;  /* --schedule constant|step|cosine, --warmup N steps */
     const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval` */
+    const char *logdir;    /* --logdir: metrics.csv and a TensorBoard event file */
 } ct_train_opts;
 
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };

@@ -43,6 +43,7 @@ static void usage(FILE *f) {
             "  --resume FILE           continue exactly where a checkpoint stopped\n"
             "  --on-nan stop|skip      a NaN/Inf gradient stops training (exit 1) or skips the step [stop]\n"
             "  --schedule constant|step|cosine, --warmup N   learning-rate schedule [constant]\n"
+            "  --logdir DIR            write DIR/metrics.csv and a TensorBoard event file\n"
             "  --confusion-png FILE    (eval) write the confusion matrix as an image\n"
             "  -h, --help              this help;  -V, --version  version\n\n"
             "Environment: CLTRAIN_DEVICE, CLTRAIN_DEBUG=1|2, CLTRAIN_SYNC=1, CLTRAIN_KERNEL_DIR,\n"
@@ -76,7 +77,7 @@ static int parse_int_opt(const char *opt, const char *s, long lo, long hi, long 
 
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
-       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG };
+       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR };
 
 const char *g_confusion_png;
 
@@ -96,6 +97,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"keep", required_argument, 0, O_KEEP}, {"resume", required_argument, 0, O_RESUME},
         {"on-nan", required_argument, 0, O_ONNAN}, {"schedule", required_argument, 0, O_SCHED},
         {"warmup", required_argument, 0, O_WARMUP}, {"confusion-png", required_argument, 0, O_CONFPNG},
+        {"logdir", required_argument, 0, O_LOGDIR},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c, lr_set = 0;
     long l;
@@ -153,6 +155,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             break;
         case O_WARMUP: if (!(rc = parse_int_opt("warmup", optarg, 0, 1L << 30, &l))) o->warmup = (int)l; break;
         case O_CONFPNG: g_confusion_png = optarg; break;
+        case O_LOGDIR: o->logdir = optarg; break;
         case O_IOLAT: if (!(rc = parse_int_opt("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]); break;

@@ -5,6 +5,7 @@
  * Tested by tests/test_train.c (learns a subset of Fashion-MNIST). */
 #include "cltrain/train.h"
 #include "cltrain/checkpoint.h"
+#include "cltrain/tboard.h"
 #include <signal.h>
 #include <stdatomic.h>
 #include <math.h>
@@ -187,6 +188,9 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     int n_kept = 0;
     struct sigaction sa_old[2];
     int handlers = 0;
+    ct_tboard tb;
+    memset(&tb, 0, sizeof tb);
+    double opt_lr = o->optim.lr;
     if (o->batch < 1 || o->batch > 4096) return ct_fail(CT_EINPUT, "--batch-size %d: expected 1..4096", o->batch);
     if (o->epochs < 1) return ct_fail(CT_EINPUT, "--epochs %d: expected at least 1", o->epochs);
     double t_start = ct_now();
@@ -244,6 +248,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         buf.mom2 = ct_xmalloc(m.n_params * 4);
         kept = ct_xcalloc((size_t)(o->keep > 0 ? o->keep : 1), sizeof *kept);
     }
+    if (o->logdir && (rc = ct_tboard_open(&tb, o->logdir))) goto done;
     /* Ctrl-C / SIGTERM: finish the step, save, stop; a second one kills at once */
     g_signal = 0;
     struct sigaction sa;
@@ -350,6 +355,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         ct_model_backward(&m, B);
         ct_optim opt = o->optim;
         opt.lr = (float)schedule_lr(o, g, total);
+        opt_lr = opt.lr;
         ct_model_step(&m, &opt);
         ct_slot *next = NULL;
         if (f.cur) {
@@ -423,6 +429,15 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         res->last_loss = iv_loss / iv_n;
         res->last_acc = (double)iv_correct / iv_n;
         int last = s == spe - 1 || g == total - 1;
+        if (tb.events && ((g + 1) % o->progress_every == 0 || last)) {
+            double el = ct_now() - iv_t0;
+            ct_tboard_scalar(&tb, "train/loss", g + 1, res->last_loss);
+            ct_tboard_scalar(&tb, "train/accuracy", g + 1, res->last_acc);
+            ct_tboard_scalar(&tb, "lr", g + 1, opt_lr);
+            ct_tboard_scalar(&tb, "images_per_s", g + 1, iv_n / (ct_now() - t_iv));
+            ct_tboard_scalar(&tb, "data_wait", g + 1, el > 0 ? iv_wait / el : 0);
+            ct_tboard_flush(&tb);
+        }
         if (!o->quiet && (tty || (g + 1) % o->progress_every == 0 || last)) {
             double el = ct_now() - iv_t0, ips = iv_n / (ct_now() - t_iv);
             if (tty) {
@@ -445,6 +460,11 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             ct_eval_result ev;
             ct_evaluate(&m, test, o->limit_test, o->scale, o->shift, &ev);
             res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
+            if (tb.events) {
+                ct_tboard_scalar(&tb, "test/accuracy", g + 1, res->test_acc);
+                ct_tboard_scalar(&tb, "test/loss", g + 1, ev.loss / (ev.n ? ev.n : 1));
+                ct_tboard_flush(&tb);
+            }
             if (!o->quiet) {
                 if (last) { fprintf(out, "epoch %d: ", epoch + 1); ct_eval_print(&ev, test->class_names, out, 0); }
                 else fprintf(out, "step %lld: test accuracy %.2f%%\n", (long long)g + 1, 100 * res->test_acc);
@@ -501,6 +521,7 @@ done:
         sigaction(SIGINT, &sa_old[0], NULL);
         sigaction(SIGTERM, &sa_old[1], NULL);
     }
+    ct_tboard_close(&tb);
     ct_ckpt_free(&ck);
     ct_ckpt_free(&buf);
     free(kept);

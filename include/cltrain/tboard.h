@@ -1,0 +1,23 @@
+/* tboard.h: training metrics for --logdir: DIR/metrics.csv and a TensorBoard
+ * event file DIR/events.out.tfevents.<time>.<host> (TFRecord framing with
+ * masked CRC32C, Event protobufs with scalar summaries, encoded by hand).
+ * Tested by tests/test_tboard.c, which also reads the file back with
+ * TensorBoard's own reader (tools/tb_read.py). */
+#ifndef CLTRAIN_TBOARD_H
+#define CLTRAIN_TBOARD_H
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct ct_tboard {
+    FILE *events, *csv;
+    char path[4200];         /* the event file */
+} ct_tboard;
+
+/* Create logdir if needed and open both files. CT_EIO naming the path on failure. */
+int ct_tboard_open(ct_tboard *t, const char *logdir);
+void ct_tboard_scalar(ct_tboard *t, const char *tag, int64_t step, double value);
+void ct_tboard_flush(ct_tboard *t);
+void ct_tboard_close(ct_tboard *t);
+/* CRC32C (Castagnoli), as TFRecord framing uses it; exposed for the test. */
+uint32_t ct_crc32c(const void *data, size_t n);
+#endif
