@@ -89,6 +89,11 @@ else notok "NaN guard" "exit $rc: $err"; fi
 "${cnn[@]}" --epochs 1 --lr 1e9 --on-nan skip >"$tmp/skip.out" 2>&1; rc=$?
 out=$(grep -c "step skipped" "$tmp/skip.out")
 if [[ $rc -eq 0 && $out -gt 0 ]]; then ok "--on-nan skip skips bad steps ($out skipped) and finishes"; else notok "--on-nan skip" "exit $rc, $out skipped"; fi
+# --- eval --confusion-png writes a PNG ---
+"$bin" eval "$tmp/straight.ckpt" --limit-test 200 --confusion-png "$tmp/conf.png" >/dev/null 2>&1; rc=$?
+if [[ $rc -eq 0 && $(head -c 8 "$tmp/conf.png" | xxd -p) == 89504e470d0a1a0a ]]; then ok "eval --confusion-png writes a PNG"
+else notok "eval --confusion-png" "exit $rc"; fi
+
 # --- --logdir: metrics.csv and an event file with every tag ---
 "${train[@]}" --epochs 1 --logdir "$tmp/logs" --eval-every 5 >/dev/null 2>&1
 tags=$(tail -n +2 "$tmp/logs/metrics.csv" | cut -d, -f2 | sort -u | tr '\n' ' ')

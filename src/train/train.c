@@ -135,7 +135,7 @@ static void upload_slot(ct_model *m, ct_slot *s, int j, cl_event *after) {
 static volatile sig_atomic_t g_signal;
 static void on_signal(int sig) { g_signal = sig; }
 
-static double schedule_lr(const ct_train_opts *o, int64_t g, int64_t total) {
+double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total) {
     double lr = o->optim.lr;
     if (o->warmup > 0 && g < o->warmup) return lr * (double)(g + 1) / o->warmup;
     double t = total > o->warmup ? (double)(g - o->warmup) / (double)(total - o->warmup) : 1.0;
@@ -354,7 +354,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         ct_model_loss(&m, B);
         ct_model_backward(&m, B);
         ct_optim opt = o->optim;
-        opt.lr = (float)schedule_lr(o, g, total);
+        opt.lr = (float)ct_schedule_lr(o, g, total);
         opt_lr = opt.lr;
         ct_model_step(&m, &opt);
         ct_slot *next = NULL;
