@@ -1,0 +1,371 @@
+/* test_augment.c: crop, flip, brightness, contrast and standardization, and
+ * the augmenting ct_source.
+ *
+ * Flip twice is the identity; every crop is the zero-padded source at an
+ * offset in [0, 2*pad] (each offset and both flips occur); standardized
+ * images have mean 0 and standard deviation 1; the random draws come in the
+ * documented order; level 0 is a pure function that never touches the rng;
+ * and the same (seed, epoch, index) gives bit-identical floats from four
+ * threads working in different orders. Depends on libcltrain, pthreads,
+ * cmocka. Run clean under ASan and TSan too. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "cltrain/augment.h"
+#include "cltrain/cifar.h"
+#include "cltrain/common.h"
+#include "cltrain/pipeline.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define K255 (1.0f / 255.0f) /* the library scales by this product, not by a division */
+
+static void rand_bytes(uint8_t *p, size_t n, uint64_t seed) {
+    ct_rng r = ct_rng_make(seed, 17, 0);
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)ct_rng_below(&r, 256);
+}
+
+static void mean_std(const float *x, size_t n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    *mean = s / (double)n;
+    for (size_t i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *sd = sqrt(q / (double)n);
+}
+
+static void test_flip(void **state) {
+    (void)state;
+    /* odd and even widths, one and three channels */
+    int shapes[4][3] = {{5, 7, 3}, {4, 8, 1}, {1, 1, 3}, {32, 32, 3}};
+    for (int s = 0; s < 4; s++) {
+        int h = shapes[s][0], w = shapes[s][1], c = shapes[s][2];
+        size_t n = (size_t)h * w * c;
+        float *orig = malloc(n * sizeof *orig), *img = malloc(n * sizeof *img);
+        assert_non_null(orig);
+        assert_non_null(img);
+        for (size_t i = 0; i < n; i++) orig[i] = (float)i * 0.5f - 3.0f;
+        memcpy(img, orig, n * sizeof *img);
+        ct_augment_flip(img, h, w, c);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                for (int ch = 0; ch < c; ch++)
+                    assert_true(img[((size_t)y * w + x) * c + ch] == orig[((size_t)y * w + (w - 1 - x)) * c + ch]);
+        ct_augment_flip(img, h, w, c);
+        assert_memory_equal(img, orig, n * sizeof *img);
+        free(orig);
+        free(img);
+    }
+}
+
+/* The test's own reference: padded[y+dy][x'+dx] / 255 with x' mirrored when flip. */
+static float ref_pixel(const uint8_t *src, int h, int w, int c, int pad, int dy, int dx, int flip, int y, int x, int ch) {
+    int xx = flip ? w - 1 - x : x;
+    int sy = y + dy - pad, sx = xx + dx - pad;
+    if (sy < 0 || sy >= h || sx < 0 || sx >= w) return 0.0f;
+    return (float)src[((size_t)sy * w + sx) * c + ch] * K255;
+}
+
+static void test_crop_in_bounds(void **state) {
+    (void)state;
+    enum { H = 5, W = 7, C = 2, PAD = 3, SPAN = 2 * PAD + 1 };
+    uint8_t src[H * W * C];
+    for (int i = 0; i < H * W * C; i++) src[i] = (uint8_t)(1 + i); /* distinct and non-zero: padding shows */
+    ct_augment a = ct_augment_default(CT_AUG_BASIC);
+    a.pad = PAD;
+    a.standardize = 0;
+    int seen[SPAN][SPAN][2] = {{{0}}};
+    float out[H * W * C];
+    for (int i = 0; i < 4000; i++) {
+        ct_rng r = ct_rng_make(99, 1, (uint64_t)i);
+        ct_augment_apply(&a, src, H, W, C, out, &r);
+        /* exactly one (dy, dx, flip) in range explains every pixel */
+        int matches = 0;
+        for (int dy = 0; dy < SPAN; dy++)
+            for (int dx = 0; dx < SPAN; dx++)
+                for (int f = 0; f < 2; f++) {
+                    int ok = 1;
+                    for (int y = 0; y < H && ok; y++)
+                        for (int x = 0; x < W && ok; x++)
+                            for (int ch = 0; ch < C && ok; ch++)
+                                ok = out[(y * W + x) * C + ch] == ref_pixel(src, H, W, C, PAD, dy, dx, f, y, x, ch);
+                    if (ok) { matches++; seen[dy][dx][f]++; }
+                }
+        if (matches != 1) fail_msg("sample %d: %d crops explain the output", i, matches);
+    }
+    for (int dy = 0; dy < SPAN; dy++)
+        for (int dx = 0; dx < SPAN; dx++)
+            for (int f = 0; f < 2; f++)
+                if (!seen[dy][dx][f]) fail_msg("offset (%d,%d) flip %d never drawn", dy, dx, f);
+
+    /* the crop helper at its extreme offsets, and padding wider than the image */
+    ct_augment_crop(out, src, H, W, C, PAD, 0, 0);
+    assert_true(out[0] == 0.0f);
+    assert_true(out[((PAD) * W + PAD) * C] == src[0] * K255);
+    ct_augment_crop(out, src, H, W, C, PAD, 2 * PAD, 2 * PAD);
+    assert_true(out[0] == src[(PAD * W + PAD) * C] * K255);
+    assert_true(out[(H * W - 1) * C] == 0.0f);
+    ct_augment_crop(out, src, H, W, C, 20, 0, 40);
+    for (int i = 0; i < H * W * C; i++) assert_true(out[i] == 0.0f);
+    ct_augment_crop(out, src, H, W, C, 20, 20, 20);
+    for (int i = 0; i < H * W * C; i++) assert_true(out[i] == src[i] * K255);
+}
+
+static void test_standardize(void **state) {
+    (void)state;
+    enum { N = 32 * 32 * 3 };
+    uint8_t src[N];
+    float out[N];
+    for (int level = 0; level <= 2; level++) {
+        ct_augment a = ct_augment_default(level);
+        for (int i = 0; i < 50; i++) {
+            rand_bytes(src, N, (uint64_t)i);
+            if (i % 5 == 0) memset(src, 200, N / 2); /* a half-flat image */
+            ct_rng r = ct_rng_make(5, 6, (uint64_t)i);
+            ct_augment_apply(&a, src, 32, 32, 3, out, &r);
+            double mean, sd;
+            mean_std(out, N, &mean, &sd);
+            if (fabs(mean) > 1e-4 || fabs(sd - 1.0) > 1e-4)
+                fail_msg("level %d image %d: mean %.3g std %.9g", level, i, mean, sd);
+        }
+    }
+    /* a flat image: stddev below 1/sqrt(n), so zeros, not a division by zero */
+    memset(src, 77, N);
+    ct_augment a = ct_augment_default(CT_AUG_NONE);
+    ct_augment_apply(&a, src, 32, 32, 3, out, NULL);
+    for (int i = 0; i < N; i++) assert_true(out[i] == 0.0f);
+    /* TensorFlow's formula on a tiny image: (x - mean) / max(std, 1/sqrt(n)) */
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.004f};
+    ct_augment_standardize(t, 4); /* std 0.0017 < 1/sqrt(4) = 0.5 */
+    assert_true(fabsf(t[3] - (0.004f - 0.001f) / 0.5f) < 1e-7f);
+    assert_true(fabsf(t[0] - (-0.001f) / 0.5f) < 1e-7f);
+}
+
+/* Level 0: x/255 (then standardized), rng untouched and may be NULL, same bits every time. */
+static void test_level0(void **state) {
+    (void)state;
+    enum { N = 8 * 6 * 3 };
+    uint8_t src[N];
+    float a0[N], a1[N];
+    rand_bytes(src, N, 3);
+    ct_augment a = ct_augment_default(CT_AUG_NONE);
+    a.standardize = 0;
+    ct_rng r = ct_rng_make(1, 2, 3), saved = r;
+    ct_augment_apply(&a, src, 8, 6, 3, a0, &r);
+    assert_memory_equal(&r, &saved, sizeof r);
+    for (int i = 0; i < N; i++) assert_true(a0[i] == (float)src[i] * K255);
+    a.standardize = 1;
+    ct_augment_apply(&a, src, 8, 6, 3, a0, &r);
+    ct_augment_apply(&a, src, 8, 6, 3, a1, NULL);
+    assert_memory_equal(&r, &saved, sizeof r);
+    assert_memory_equal(a0, a1, sizeof a0);
+    /* against the formula, in double */
+    double mean = 0, q = 0;
+    for (int i = 0; i < N; i++) mean += src[i] / 255.0;
+    mean /= N;
+    for (int i = 0; i < N; i++) q += (src[i] / 255.0 - mean) * (src[i] / 255.0 - mean);
+    double sd = fmax(sqrt(q / N), 1.0 / sqrt(N));
+    for (int i = 0; i < N; i++) assert_true(fabs(a0[i] - (src[i] / 255.0 - mean) / sd) < 1e-5);
+}
+
+/* Draw order: crop, crop, flip, then brightness and contrast; with a neutral
+ * brightness and contrast, full equals basic. Then each effect on its own. */
+static void test_draw_order_and_effects(void **state) {
+    (void)state;
+    enum { H = 6, W = 5, C = 3, N = H * W * C };
+    uint8_t src[N];
+    float b[N], f[N];
+    rand_bytes(src, N, 11);
+    ct_augment basic = ct_augment_default(CT_AUG_BASIC), full = ct_augment_default(CT_AUG_FULL);
+    basic.standardize = full.standardize = 0;
+    full.max_brightness = 0;
+    full.contrast_lo = full.contrast_hi = 1;
+    for (int i = 0; i < 50; i++) {
+        ct_rng r1 = ct_rng_make(7, 0, (uint64_t)i), r2 = r1;
+        ct_augment_apply(&basic, src, H, W, C, b, &r1);
+        ct_augment_apply(&full, src, H, W, C, f, &r2);
+        for (int k = 0; k < N; k++) assert_true(fabsf(b[k] - f[k]) < 1e-6f); /* (x - m) * 1 + m rounds */
+        ct_rng_next(&r1); /* full drew two more numbers */
+        ct_rng_next(&r1);
+        assert_memory_equal(&r1, &r2, sizeof r1);
+    }
+    /* brightness only: every pixel moved by the same delta, |delta| <= max */
+    full = ct_augment_default(CT_AUG_FULL);
+    full.standardize = 0;
+    full.contrast_lo = full.contrast_hi = 1;
+    double lo = 1, hi = -1;
+    for (int i = 0; i < 200; i++) {
+        ct_rng r1 = ct_rng_make(8, 0, (uint64_t)i), r2 = r1;
+        ct_augment_apply(&basic, src, H, W, C, b, &r1);
+        ct_augment_apply(&full, src, H, W, C, f, &r2);
+        float d = f[0] - b[0];
+        for (int k = 0; k < N; k++) assert_true(fabsf((f[k] - b[k]) - d) < 1e-6f);
+        assert_true(fabsf(d) <= full.max_brightness + 1e-6f);
+        if (d < lo) lo = d;
+        if (d > hi) hi = d;
+    }
+    assert_true(lo < -0.8 * full.max_brightness && hi > 0.8 * full.max_brightness);
+    /* contrast only: per channel, (x - mean) * factor + mean, factor in [lo, hi) */
+    full.max_brightness = 0;
+    full.contrast_lo = 0.2f;
+    full.contrast_hi = 1.8f;
+    double fmin = 9, fmax_seen = 0;
+    for (int i = 0; i < 200; i++) {
+        ct_rng r1 = ct_rng_make(9, 0, (uint64_t)i), r2 = r1;
+        ct_augment_apply(&basic, src, H, W, C, b, &r1);
+        ct_augment_apply(&full, src, H, W, C, f, &r2);
+        double factor = -1;
+        for (int ch = 0; ch < C; ch++) {
+            double m = 0;
+            for (int p = 0; p < H * W; p++) m += b[p * C + ch];
+            m /= H * W;
+            double dev = 0;
+            int best = 0;
+            for (int p = 0; p < H * W; p++)
+                if (fabs(b[p * C + ch] - m) > dev) { dev = fabs(b[p * C + ch] - m); best = p; }
+            if (dev < 1e-3) continue;
+            double k = (f[best * C + ch] - m) / (b[best * C + ch] - m);
+            if (factor < 0) factor = k;
+            assert_true(fabs(k - factor) < 1e-3);
+            for (int p = 0; p < H * W; p++)
+                assert_true(fabs(f[p * C + ch] - ((b[p * C + ch] - m) * factor + m)) < 1e-5);
+        }
+        assert_true(factor >= 0.2 - 1e-4 && factor < 1.8 + 1e-4);
+        if (factor < fmin) fmin = factor;
+        if (factor > fmax_seen) fmax_seen = factor;
+    }
+    assert_true(fmin < 0.4 && fmax_seen > 1.6);
+}
+
+static void test_settings(void **state) {
+    (void)state;
+    ct_augment a = ct_augment_default(CT_AUG_FULL);
+    assert_int_equal(a.pad, 4);
+    assert_true(a.max_brightness == 63.0f / 255.0f);
+    assert_int_equal(ct_augment_check(&a), 0);
+    assert_int_equal(ct_augment_parse(&a, "none"), 0);
+    assert_int_equal(a.level, CT_AUG_NONE);
+    assert_int_equal(ct_augment_parse(&a, "basic"), 0);
+    assert_int_equal(a.level, CT_AUG_BASIC);
+    assert_int_equal(ct_augment_parse(&a, "2"), 0);
+    assert_int_equal(a.level, CT_AUG_FULL);
+    assert_int_equal(ct_augment_parse(&a, "fancy"), CT_EINPUT);
+    assert_non_null(strstr(ct_last_error(), "'fancy'"));
+    assert_non_null(strstr(ct_last_error(), "basic"));
+    assert_int_equal(a.level, CT_AUG_FULL);
+    assert_int_equal(ct_augment_parse(&a, "3"), CT_EINPUT);
+    assert_int_equal(ct_augment_parse(&a, NULL), CT_EINPUT);
+    ct_augment bad = a;
+    bad.contrast_lo = 2;
+    assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
+    assert_non_null(strstr(ct_last_error(), "contrast"));
+    bad = a;
+    bad.pad = -1;
+    assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
+    bad = a;
+    bad.max_brightness = NAN;
+    assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
+    bad = a;
+    bad.level = 3;
+    assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
+}
+
+/* ---- the source, from four threads --------------------------------------- */
+
+enum { NS = 96, SZ = 32 * 32 * 3, SEED = 1234, EPOCH = 3 };
+
+typedef struct job {
+    const ct_source *src;
+    int stride, start;
+    float *out;
+    int32_t *labels;
+} job;
+
+static void *worker(void *p) {
+    job *j = p;
+    for (int k = 0; k < NS; k++) {
+        int index = (j->start + k * j->stride) % NS;
+        ct_rng r = ct_rng_make(SEED, EPOCH, (uint64_t)index);
+        if (j->src->load(j->src->ctx, index, j->out + (size_t)index * SZ, j->labels + index, &r) != 0) return p;
+    }
+    return NULL;
+}
+
+static void test_source_threads(void **state) {
+    (void)state;
+    ct_dataset ds = {.n = NS, .h = 32, .w = 32, .c = 3, .n_classes = 10};
+    ds.images = malloc((size_t)NS * SZ);
+    ds.labels = malloc(NS);
+    assert_non_null(ds.images);
+    assert_non_null(ds.labels);
+    rand_bytes(ds.images, (size_t)NS * SZ, 42);
+    for (int i = 0; i < NS; i++) ds.labels[i] = (uint8_t)(i % 10);
+    ct_cifar_ctx ctx = {&ds, ct_augment_default(CT_AUG_FULL)};
+    ct_source src;
+    memset(&src, 0x5A, sizeof src);
+    ct_cifar_source_init(&src, &ctx);
+    assert_int_equal(src.n, NS);
+    assert_int_equal(src.h, 32);
+    assert_int_equal(src.c, 3);
+    assert_int_equal(src.n_classes, 10);
+    assert_ptr_equal(src.ctx, &ctx);
+    assert_int_equal(src.io_latency_us, 0);
+
+    /* the reference, in order on this thread */
+    float *want = malloc((size_t)NS * SZ * sizeof *want);
+    int32_t want_labels[NS];
+    assert_non_null(want);
+    for (int i = 0; i < NS; i++) {
+        ct_rng r = ct_rng_make(SEED, EPOCH, (uint64_t)i);
+        assert_int_equal(src.load(src.ctx, i, want + (size_t)i * SZ, want_labels + i, &r), 0);
+        assert_int_equal(want_labels[i], i % 10);
+    }
+    /* another epoch gives other crops */
+    float *other = malloc(SZ * sizeof *other);
+    int32_t lab;
+    assert_non_null(other);
+    ct_rng r = ct_rng_make(SEED, EPOCH + 1, 0);
+    src.load(src.ctx, 0, other, &lab, &r);
+    assert_true(memcmp(other, want, SZ * sizeof *other) != 0);
+    free(other);
+
+    enum { T = 4 };
+    pthread_t th[T];
+    job jobs[T];
+    for (int t = 0; t < T; t++) {
+        static const int strides[T] = {1, 5, 7, 11}; /* coprime to NS: each visits every index once */
+        jobs[t] = (job){&src, strides[t], t * 17, malloc((size_t)NS * SZ * sizeof(float)),
+                        malloc(NS * sizeof(int32_t))};
+        assert_non_null(jobs[t].out);
+        assert_non_null(jobs[t].labels);
+        assert_int_equal(pthread_create(&th[t], NULL, worker, &jobs[t]), 0);
+    }
+    for (int t = 0; t < T; t++) {
+        void *ret;
+        assert_int_equal(pthread_join(th[t], &ret), 0);
+        assert_null(ret);
+        assert_memory_equal(jobs[t].out, want, (size_t)NS * SZ * sizeof *want);
+        assert_memory_equal(jobs[t].labels, want_labels, sizeof want_labels);
+        free(jobs[t].out);
+        free(jobs[t].labels);
+    }
+    free(want);
+    ct_dataset_free(&ds);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flip),
+        cmocka_unit_test(test_crop_in_bounds),
+        cmocka_unit_test(test_standardize),
+        cmocka_unit_test(test_level0),
+        cmocka_unit_test(test_draw_order_and_effects),
+        cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_source_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
