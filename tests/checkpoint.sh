@@ -31,6 +31,13 @@ cnn=("$bin" fashion-mnist --limit-train 512 --batch-size 64 --quiet --producers 
 "${cnn[@]}" --epochs 2 --resume "$tmp/c2.ckpt" --checkpoint "$tmp/c2.ckpt" --producers 0
 check "mnist-cnn: stop at step 5, resume with other producers: bit-identical" cmp -s "$tmp/c1.ckpt" "$tmp/c2.ckpt"
 
+# batch norm: its running averages travel in the checkpoint too
+bn=("$bin" fashion-mnist --model mnist-cnn-bn --limit-train 512 --batch-size 64 --quiet)
+"${bn[@]}" --epochs 2 --checkpoint "$tmp/b1.ckpt"
+"${bn[@]}" --epochs 2 --steps 3 --checkpoint "$tmp/b2.ckpt"
+"${bn[@]}" --epochs 2 --resume "$tmp/b2.ckpt" --checkpoint "$tmp/b2.ckpt"
+check "mnist-cnn-bn: stop at step 3, resume: bit-identical (running averages included)" cmp -s "$tmp/b1.ckpt" "$tmp/b2.ckpt"
+
 # --- damage ---
 expect2() { # NAME PATTERN FILE
   local err

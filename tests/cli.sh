@@ -100,6 +100,15 @@ if [[ -f $fm/train-images-idx3-ubyte.gz ]]; then
   else
     notok "mnist-cnn learns Fashion-MNIST" "exit $rc, accuracy '${acc}' (want >= 78%)" "$(tail -5 "$tmp/train.out")"
   fi
+  # the same with batch normalisation after each convolution
+  timeout 300 "$bin" fashion-mnist --model mnist-cnn-bn --limit-train 12800 --limit-test 2000 --seed 3 >"$tmp/bn.out" 2>&1
+  rc=$?
+  acc=$(sed -n 's/^epoch 1: test: .*accuracy \([0-9.]*\)%.*/\1/p' "$tmp/bn.out")
+  if [[ $rc -eq 0 && -n $acc ]] && awk -v a="$acc" 'BEGIN { exit !(a >= 78) }'; then
+    ok "mnist-cnn-bn learns Fashion-MNIST: $acc% after 100 steps (want >= 78%)"
+  else
+    notok "mnist-cnn-bn learns Fashion-MNIST" "exit $rc, accuracy '${acc}' (want >= 78%)" "$(tail -5 "$tmp/bn.out")"
+  fi
 else
   notok "mnist-cnn learns Fashion-MNIST" "no Fashion-MNIST at $fm"
 fi

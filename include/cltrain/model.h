@@ -9,7 +9,8 @@
 #define CLTRAIN_MODEL_H
 #include "cltrain/gemm.h"
 
-enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE };
+enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM };
+extern const char *const ct_layer_names[];
 enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
 enum { CT_OPT_ADAM, CT_OPT_SGD };
 
@@ -21,6 +22,7 @@ typedef struct ct_layer {
     int line;                   /* line of its section in the .cfg */
     cl_mem out;                 /* [batch, oh, ow, oc] */
     cl_mem dx;                  /* [batch, ih, iw, ic]: gradient w.r.t. the input (not for layer 0) */
+    cl_mem bn_stats, bn_sums;   /* batch norm: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each */
 } ct_layer;
 
 #define CT_MAX_LAYERS 64
@@ -43,6 +45,10 @@ typedef struct ct_model {
     cl_mem input, input_u8, labels, loss, pred, dlogits, ws, ones, flag;
     cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
     cl_kernel k_gather;
+    cl_program p_bn;
+    cl_kernel k_bn_reduce, k_bn_stats, k_bn_stats_eval, k_bn_fwd, k_bn_grads, k_bn_dx;
+    cl_mem bn_p1, bn_p2;        /* per-chunk partial sums, shared by the batch-norm layers */
+    int training;               /* 1: batch statistics (and running averages updated); 0: running averages */
     size_t ws_floats;
     int step;                   /* optimizer steps taken (Adam bias correction) */
     int nonfinite;              /* read back with the results: the last step met a NaN/Inf gradient and was skipped */

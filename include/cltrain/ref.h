@@ -23,6 +23,13 @@ void ref_maxpool_backward(float *dx, const float *dy, const float *x, int B, int
 /* mean softmax cross-entropy over B rows; dlogits = (softmax - onehot) / B; returns loss sum; counts correct */
 double ref_softmax_xent(float *dlogits, const float *logits, const int32_t *labels, int B, int C, int *correct);
 
+/* batch norm over x[M, C] with batch statistics; mean/invstd out may be NULL */
+void ref_bn_forward(float *y, double *mean, double *invstd, const float *x, const float *gamma, const float *beta,
+                    int M, int C, float eps, int act);
+/* dy is the gradient of the (activated) output y; dx overwritten, dgamma/dbeta accumulated */
+void ref_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *y, const float *x,
+                     const float *gamma, int M, int C, float eps, int act);
+
 void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t);
 void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
 #endif

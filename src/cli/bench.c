@@ -70,7 +70,6 @@ static int bench_kernels(const ct_train_opts *o) {
     ct_model_forward(&m, B);
     ct_model_loss(&m, B);
     ct_model_backward(&m, B);
-    static const char *names[] = {"conv", "maxpool", "dense"};
     double tot[2][2] = {{0, 0}, {0, 0}}, totf[2] = {0, 0};
     for (int i = 0; i < m.n_layers; i++) {
         ct_layer *L = &m.layers[i];
@@ -88,7 +87,7 @@ static int bench_kernels(const ct_train_opts *o) {
         totf[0] += ff;
         totf[1] += fb;
         char desc[64];
-        snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d", i, names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
+        snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
         for (int p = 0; p < 2; p++) {
             double f = p ? fb : ff;
             if (f > 0)

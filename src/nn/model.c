@@ -14,6 +14,11 @@ extern const struct ct_embedded { const char *name; const char *src; } ct_embedd
 
 /* ---------------- parsing ---------------- */
 
+const char *const ct_layer_names[] = {"conv", "maxpool", "dense", "batchnorm"};
+enum { BN_CHUNK = 64 };            /* rows per partial sum */
+#define BN_EPS 1e-5f
+#define BN_MOMENTUM 0.1f
+
 typedef struct sect {
     const char *file;
     int line;        /* line being parsed; the [section] header's once the section is read */
@@ -104,6 +109,13 @@ static int add_layer(ct_model *m, const sect *s, int *h, int *w, int *c) {
         L->n_b = (size_t)L->oc;
         m->flops_fwd += 2.0 * (double)L->n_w;
         break;
+    case CT_L_BATCHNORM:
+        /* weights: gamma, then the running mean and variance (state the optimizer never
+         * moves: their gradients stay 0); bias: beta */
+        L->oh = *h; L->ow = *w; L->oc = *c;
+        L->n_w = 3 * (size_t)*c;
+        L->n_b = (size_t)*c;
+        break;
     }
     if ((double)L->oh * L->ow * L->oc > 1e9) return ct_fail(CT_EINPUT, "%s:%d: layer output is absurdly large", s->file, s->line);
     L->w_off = m->n_params;
@@ -160,8 +172,9 @@ int ct_model_parse(ct_model *m, const char *text, const char *name) {
         else if (!strcmp(kind, "conv") || !strcmp(kind, "convolutional")) s.kind = CT_L_CONV;
         else if (!strcmp(kind, "maxpool")) s.kind = CT_L_MAXPOOL;
         else if (!strcmp(kind, "dense") || !strcmp(kind, "connected")) s.kind = CT_L_DENSE;
+        else if (!strcmp(kind, "batchnorm")) s.kind = CT_L_BATCHNORM;
         else if (!strcmp(kind, "softmax")) s.kind = -2;
-        else return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: net, conv, maxpool, dense, softmax", name, line, kind);
+        else return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: net, conv, maxpool, dense, batchnorm, softmax", name, line, kind);
         if (s.kind == CT_L_MAXPOOL) s.stride = 0;
         /* inih parses one line at a time here, so every message names the key's own line */
         const char *lp = body;
@@ -242,13 +255,12 @@ int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, 
 }
 
 void ct_model_summary(const ct_model *m, FILE *out) {
-    static const char *names[] = {"conv", "maxpool", "dense"};
     fprintf(out, "model %s: input %dx%dx%d, %d classes, %zu parameters, %.1f MFLOP/image forward\n", m->name, m->in_h,
             m->in_w, m->in_c, m->n_classes, m->n_params, m->flops_fwd * 1e-6);
     for (int i = 0; i < m->n_layers; i++) {
         const ct_layer *L = &m->layers[i];
-        fprintf(out, "  %2d %-8s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
-        if (L->type != CT_L_DENSE) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
+        fprintf(out, "  %2d %-9s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
+        if (L->type == CT_L_CONV || L->type == CT_L_MAXPOOL) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
         if (L->act == CT_ACT_RELU) fprintf(out, " relu");
         fputc('\n', out);
     }
@@ -274,6 +286,14 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     m->k_pool_bwd = ct_cl_kernel(m->p_pool, "maxpool_bwd");
     m->k_u8 = ct_cl_kernel(m->p_ops, "u8_to_f32");
     m->k_gather = ct_cl_kernel(m->p_ops, "gather_u8");
+    m->training = 1;
+    if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
+    m->k_bn_reduce = ct_cl_kernel(m->p_bn, "bn_reduce");
+    m->k_bn_stats = ct_cl_kernel(m->p_bn, "bn_stats");
+    m->k_bn_stats_eval = ct_cl_kernel(m->p_bn, "bn_stats_eval");
+    m->k_bn_fwd = ct_cl_kernel(m->p_bn, "bn_fwd");
+    m->k_bn_grads = ct_cl_kernel(m->p_bn, "bn_grads");
+    m->k_bn_dx = ct_cl_kernel(m->p_bn, "bn_bwd_dx");
     m->k_relu_bwd = ct_cl_kernel(m->p_ops, "relu_bwd");
     m->k_xent = ct_cl_kernel(m->p_ops, "softmax_xent");
     m->k_nonfinite = ct_cl_kernel(m->p_ops, "nonfinite");
@@ -297,7 +317,7 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     if ((rc = ct_cl_alloc(cl, &m->pred, (size_t)batch * 4, "predictions"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->dlogits, (size_t)batch * m->n_classes * 4, "logit gradients"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->flag, 4, "flag"))) return rc;
-    size_t ws = 0, ones = (size_t)batch;
+    size_t ws = 0, ones = (size_t)batch, bn_part = 0;
     for (int i = 0; i < m->n_layers; i++) {
         ct_layer *L = &m->layers[i];
         char what[64];
@@ -308,6 +328,12 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
             if ((rc = ct_cl_alloc(cl, &L->dx, in_size(L) * batch * sizeof(float), what))) return rc;
         }
         int rows = batch * L->oh * L->ow;
+        if (L->type == CT_L_BATCHNORM) {
+            size_t part = (size_t)((rows + BN_CHUNK - 1) / BN_CHUNK) * L->oc;
+            if (part > bn_part) bn_part = part;
+            if ((rc = ct_cl_alloc(cl, &L->bn_stats, 2 * (size_t)L->oc * sizeof(float), "batch-norm statistics"))) return rc;
+            if ((rc = ct_cl_alloc(cl, &L->bn_sums, 2 * (size_t)L->oc * sizeof(float), "batch-norm sums"))) return rc;
+        }
         if (L->type == CT_L_CONV) {
             int kk = L->k * L->k * L->ic;
             size_t col = (size_t)rows * kk;
@@ -326,13 +352,17 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
         }
     }
     m->ws_floats = ws;
+    if (bn_part) {
+        if ((rc = ct_cl_alloc(cl, &m->bn_p1, bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
+        if ((rc = ct_cl_alloc(cl, &m->bn_p2, bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
+    }
     if ((rc = ct_cl_alloc(cl, &m->ws, (ws ? ws : 1) * sizeof(float), "im2col workspace"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->ones, ones * sizeof(float), "ones"))) return rc;
     float one = 1.0f;
     CL_CHECK(clEnqueueFillBuffer(cl->queue, m->ones, &one, sizeof one, 0, ones * sizeof(float), 0, NULL, NULL));
     uint8_t *mask = ct_xcalloc(m->n_params, 1);
     for (int i = 0; i < m->n_layers; i++)
-        memset(mask + m->layers[i].w_off, 1, m->layers[i].n_w);
+        if (m->layers[i].type != CT_L_BATCHNORM) memset(mask + m->layers[i].w_off, 1, m->layers[i].n_w);
     ct_cl_write(cl, m->decay_mask, 0, m->n_params, mask);
     free(mask);
     return 0;
@@ -343,6 +373,10 @@ void ct_model_init_weights(ct_model *m, uint64_t seed) {
     for (int i = 0; i < m->n_layers; i++) {
         ct_layer *L = &m->layers[i];
         if (!L->n_w) continue;
+        if (L->type == CT_L_BATCHNORM) { /* gamma 1, running mean 0, running variance 1, beta 0 */
+            for (int c = 0; c < L->oc; c++) p[L->w_off + c] = p[L->w_off + 2 * L->oc + c] = 1.0f;
+            continue;
+        }
         size_t fan_in = L->n_w / (size_t)L->oc;
         float std = sqrtf(2.0f / (float)fan_in);
         ct_rng r = ct_rng_make(seed, 0x1417, (uint64_t)i);
@@ -363,7 +397,15 @@ void ct_model_free(ct_model *m) {
     for (int i = 0; i < m->n_layers; i++) {
         ct_cl_release(&m->layers[i].out);
         ct_cl_release(&m->layers[i].dx);
+        ct_cl_release(&m->layers[i].bn_stats);
+        ct_cl_release(&m->layers[i].bn_sums);
     }
+    ct_cl_release(&m->bn_p1);
+    ct_cl_release(&m->bn_p2);
+    cl_kernel bnk[] = {m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx};
+    for (size_t i = 0; i < sizeof bnk / sizeof *bnk; i++)
+        if (bnk[i]) clReleaseKernel(bnk[i]);
+    if (m->p_bn) clReleaseProgram(m->p_bn);
     m->input = m->labels = NULL; /* aliases of inputs[] and labels2[] */
     cl_mem *mems[] = {&m->params, &m->grads, &m->mom1, &m->mom2, &m->decay_mask, &m->inputs[0], &m->inputs[1],
                       &m->labels2[0], &m->labels2[1], &m->input_u8,
@@ -423,6 +465,27 @@ void ct_layer_forward(ct_model *m, int i, int B) {
             int K = (int)in_size(L);
             ct_gemm_run(&m->gemm, 0, 0, B, L->oc, K, 1.0f, x, 0, K, m->params, L->w_off, L->oc, 0.0f, L->out, 0, L->oc,
                         m->params, L->b_off, L->act);
+            break;
+        }
+        case CT_L_BATCHNORM: {
+            int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK;
+            int offRM = (int)L->w_off + C;
+            size_t g1 = (size_t)C, g2[2] = {(size_t)C, (size_t)chunks}, ge[2] = {(size_t)C, (size_t)M};
+            if (m->training) {
+                for (int pass = 0; pass < 2; pass++) {
+                    int mode = pass;
+                    ct_cl_args(m->k_bn_reduce, "mmmmmiiii", m->bn_p1, m->bn_p2, x, x, L->bn_stats, M, C, chunk, mode);
+                    ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
+                    ct_cl_args(m->k_bn_stats, "mmiiiiffmi", L->bn_stats, m->bn_p1, chunks, M, C, pass, BN_EPS, BN_MOMENTUM,
+                               m->params, offRM);
+                    ct_cl_run(m->cl, m->k_bn_stats, "bn_stats", 1, &g1, NULL);
+                }
+            } else {
+                ct_cl_args(m->k_bn_stats_eval, "mmiif", L->bn_stats, m->params, offRM, C, BN_EPS);
+                ct_cl_run(m->cl, m->k_bn_stats_eval, "bn_stats_eval", 1, &g1, NULL);
+            }
+            ct_cl_args(m->k_bn_fwd, "mmmmiiiii", L->out, x, L->bn_stats, m->params, (int)L->w_off, (int)L->b_off, M, C, L->act);
+            ct_cl_run(m->cl, m->k_bn_fwd, "bn_fwd", 2, ge, NULL);
             break;
         }
         }
@@ -485,6 +548,19 @@ void ct_layer_backward(ct_model *m, int i, int B) {
                 ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 1, &gws, NULL);
             }
             break;
+        case CT_L_BATCHNORM: {
+            int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK, mode = 2;
+            size_t g1 = (size_t)C, g2[2] = {(size_t)C, (size_t)chunks}, ge[2] = {(size_t)C, (size_t)M};
+            ct_cl_args(m->k_bn_reduce, "mmmmmiiii", m->bn_p1, m->bn_p2, x, dy, L->bn_stats, M, C, chunk, mode);
+            ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
+            ct_cl_args(m->k_bn_grads, "mmmiimii", L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)L->w_off, (int)L->b_off);
+            ct_cl_run(m->cl, m->k_bn_grads, "bn_grads", 1, &g1, NULL);
+            if (L->dx) {
+                ct_cl_args(m->k_bn_dx, "mmmmmmiii", L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)L->w_off, M, C);
+                ct_cl_run(m->cl, m->k_bn_dx, "bn_bwd_dx", 2, ge, NULL);
+            }
+            break;
+        }
         case CT_L_DENSE: {
             int K = (int)in_size(L);
             ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, B, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);

@@ -56,6 +56,8 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, int limit, float scale, float
     uint8_t *img = ct_xmalloc(sz * m->batch);
     int32_t *lab = ct_xmalloc(sizeof(int32_t) * m->batch), *pred = ct_xmalloc(sizeof(int32_t) * m->batch);
     int *idx = ct_xmalloc(sizeof(int) * m->batch);
+    int was_training = m->training;
+    m->training = 0; /* batch norm uses its running averages */
     for (int s = 0; s < n; s += m->batch) {
         int B = n - s < m->batch ? n - s : m->batch;
         for (int i = 0; i < B; i++) idx[i] = s + i;
@@ -69,6 +71,7 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, int limit, float scale, float
             res->correct += pred[i] == lab[i];
         }
     }
+    m->training = was_training;
     res->n = n;
     free(img); free(lab); free(pred); free(idx);
     return 0;
@@ -409,7 +412,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             int layer = ct_model_first_nonfinite_layer(&m);
             char where[96];
             if (layer >= 0) snprintf(where, sizeof where, "the gradient of layer %d (%s, .cfg line %d)", layer,
-                                     m.layers[layer].type == CT_L_CONV ? "conv" : "dense", m.layers[layer].line);
+                                     ct_layer_names[m.layers[layer].type], m.layers[layer].line);
             else snprintf(where, sizeof where, "the loss");
             if (o->on_nan_skip) {
                 fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n", tty ? "\n" : "",

@@ -1,0 +1,98 @@
+/* bn.cl: batch normalisation over the rows of an NHWC tensor viewed as
+ * [M = B*H*W, C]. Per-channel sums are taken in two stages: bn_reduce gives
+ * one partial sum per (chunk of rows, channel) -- a work-group is all the
+ * channels of one chunk, which stays in cache -- and bn_stats / bn_grads
+ * combine the chunks. Two passes (mean, then squared deviations) rather than
+ * sum and sum of squares, which cancel badly in float.
+ * Reference: src/ref/bn.c; tests: tests/test_bn.c. */
+
+/* mode 0: p1 = sum x; mode 1: p1 = sum (x - mean)^2;
+ * mode 2: p1 = sum dy, p2 = sum dy * xhat. gws = (C, chunks) */
+__kernel void bn_reduce(__global float *p1, __global float *p2, __global const float *x, __global const float *dy,
+                        __global const float *stats, const int M, const int C, const int chunk, const int mode) {
+    const int c = (int)get_global_id(0), k = (int)get_global_id(1);
+    if (c >= C) return;
+    const int r0 = k * chunk, r1 = min(M, r0 + chunk);
+    const float mean = mode ? stats[c] : 0.0f, invstd = mode == 2 ? stats[C + c] : 0.0f;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int r = r0; r < r1; r++) {
+        const float v = x[(size_t)r * C + c];
+        if (mode == 0) s1 += v;
+        else if (mode == 1) s1 += (v - mean) * (v - mean);
+        else {
+            const float g = dy[(size_t)r * C + c];
+            s1 += g;
+            s2 += g * (v - mean) * invstd;
+        }
+    }
+    p1[(size_t)k * C + c] = s1;
+    if (mode == 2) p2[(size_t)k * C + c] = s2;
+}
+
+/* stats = [mean[C], invstd[C]]. pass 0: mean from the partial sums; pass 1:
+ * invstd from the partial squared deviations, and the running averages
+ * (mean at run[offRun], unbiased variance C floats later) updated with
+ * momentum. gws = (C) */
+__kernel void bn_stats(__global float *stats, __global const float *p1, const int chunks, const int M, const int C,
+                       const int pass, const float eps, const float momentum, __global float *run, const int offRun) {
+    const int c = (int)get_global_id(0);
+    if (c >= C) return;
+    float s = 0.0f;
+    for (int k = 0; k < chunks; k++) s += p1[(size_t)k * C + c];
+    if (pass == 0) {
+        stats[c] = s / M;
+    } else {
+        const float var = s / M;
+        stats[C + c] = rsqrt(var + eps);
+        run[offRun + c] = (1.0f - momentum) * run[offRun + c] + momentum * stats[c];
+        run[offRun + C + c] = (1.0f - momentum) * run[offRun + C + c] + momentum * var * M / max(M - 1, 1);
+    }
+}
+
+/* Evaluation: stats from the running averages (mean at run[offRun], variance C after). gws = (C) */
+__kernel void bn_stats_eval(__global float *stats, __global const float *run, const int offRun, const int C,
+                            const float eps) {
+    const int c = (int)get_global_id(0);
+    if (c >= C) return;
+    stats[c] = run[offRun + c];
+    stats[C + c] = rsqrt(run[offRun + C + c] + eps);
+}
+
+/* y = gamma * (x - mean) * invstd + beta, then ReLU if act. gws = (C, M) */
+__kernel void bn_fwd(__global float *y, __global const float *x, __global const float *stats,
+                     __global const float *params, const int offGamma, const int offBeta, const int M, const int C,
+                     const int act) {
+    const int c = (int)get_global_id(0), r = (int)get_global_id(1);
+    if (c >= C || r >= M) return;
+    const size_t i = (size_t)r * C + c;
+    float v = params[offGamma + c] * (x[i] - stats[c]) * stats[C + c] + params[offBeta + c];
+    if (act == CT_ACT_RELU) v = fmax(v, 0.0f);
+    y[i] = v;
+}
+
+/* sums = [sum dy[C], sum dy*xhat[C]] from the partials; dgamma += , dbeta += . gws = (C) */
+__kernel void bn_grads(__global float *sums, __global const float *p1, __global const float *p2, const int chunks,
+                       const int C, __global float *grads, const int offGamma, const int offBeta) {
+    const int c = (int)get_global_id(0);
+    if (c >= C) return;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int k = 0; k < chunks; k++) {
+        s1 += p1[(size_t)k * C + c];
+        s2 += p2[(size_t)k * C + c];
+    }
+    sums[c] = s1;
+    sums[C + c] = s2;
+    grads[offBeta + c] += s1;
+    grads[offGamma + c] += s2;
+}
+
+/* dx = gamma * invstd * (dy - sum_dy / M - xhat * sum_dyxhat / M). gws = (C, M) */
+__kernel void bn_bwd_dx(__global float *dx, __global const float *dy, __global const float *x,
+                        __global const float *stats, __global const float *sums, __global const float *params,
+                        const int offGamma, const int M, const int C) {
+    const int c = (int)get_global_id(0), r = (int)get_global_id(1);
+    if (c >= C || r >= M) return;
+    const size_t i = (size_t)r * C + c;
+    const float invstd = stats[C + c], xhat = (x[i] - stats[c]) * invstd;
+    dx[i] = params[offGamma + c] * invstd * (dy[i] - sums[c] / M - xhat * sums[C + c] / M);
+}
