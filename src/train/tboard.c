@@ -70,7 +70,8 @@ static void event_head(pb *e, int64_t step) {
 
 int ct_tboard_open(ct_tboard *t, const char *logdir) {
     memset(t, 0, sizeof *t);
-    CT_ASSERT(sizeof(double) == 8);
+    uint32_t one = 1;
+    CT_ASSERT(sizeof(double) == 8 && *(uint8_t *)&one == 1); /* records are written little-endian, as TFRecord wants */
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", logdir);
     for (char *p = tmp + 1; *p; p++)
@@ -78,8 +79,14 @@ int ct_tboard_open(ct_tboard *t, const char *logdir) {
     if (mkdir(tmp, 0755) && errno != EEXIST) return ct_fail(CT_EIO, "--logdir %s: cannot create the folder: %s", logdir, strerror(errno));
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
-    snprintf(t->path, sizeof t->path, "%s/events.out.tfevents.%lld.%s", logdir, (long long)time(NULL), host);
-    t->events = fopen(t->path, "wb");
+    /* two runs started in the same second must not share (and truncate) a file */
+    long long now = (long long)time(NULL);
+    for (int k = 0; k < 1000; k++) {
+        if (k) snprintf(t->path, sizeof t->path, "%s/events.out.tfevents.%lld.%s.%d", logdir, now, host, k);
+        else snprintf(t->path, sizeof t->path, "%s/events.out.tfevents.%lld.%s", logdir, now, host);
+        t->events = fopen(t->path, "wbx");
+        if (t->events || errno != EEXIST) break;
+    }
     if (!t->events) return ct_fail(CT_EIO, "%s: cannot write the event file: %s", t->path, strerror(errno));
     char csv[4200];
     snprintf(csv, sizeof csv, "%s/metrics.csv", logdir);
