@@ -29,7 +29,7 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 .PHONY: all test check run bench asan tsan install clean deps
-all: $(BUILD)/cltrain $(TESTS)
+all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -40,6 +40,11 @@ $(BUILD)/%.o: %.c
 $(BUILD)/tools/embed: tools/embed.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -Wall -Wextra $< -o $@
+# a generator of small learnable CIFAR-format sets, for the tests
+$(BUILD)/tools/make-cifar: tools/make-cifar.c include/cltrain/common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -lm
+
 $(BUILD)/kernels_embed.c: $(BUILD)/tools/embed $(KERNELS)
 	$(BUILD)/tools/embed $@ ct_embedded_kernels $(KERNELS)
 $(BUILD)/models_embed.c: $(BUILD)/tools/embed $(MODELS)

@@ -36,6 +36,7 @@ typedef struct ct_train_opts {
     int schedule, warmup;  /* --schedule constant|step|cosine, --warmup N steps */
     const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval` */
     const char *logdir;    /* --logdir: metrics.csv and a TensorBoard event file */
+    const ct_source *train_src, *eval_src; /* samples through these instead of bytes*scale+shift (augmentation) */
 } ct_train_opts;
 
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
@@ -72,8 +73,10 @@ double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total);
 void ct_dataset_source(ct_source *src, const ct_dataset *ds, const float *scale_shift);
 /* Train opts->model on train, evaluate on test after each epoch. Prints progress to out. */
 int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out);
-/* Evaluate on ds with the model's current weights. res->confusion is allocated. */
-int ct_evaluate(ct_model *m, const ct_dataset *ds, int limit, float scale, float shift, ct_eval_result *res);
+/* Evaluate on ds with the model's current weights: bytes * scale + shift, or
+ * through src when it is not NULL. res->confusion is allocated. */
+int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int limit, float scale, float shift,
+                ct_eval_result *res);
 void ct_eval_print(const ct_eval_result *r, char **class_names, FILE *out, int confusion);
 void ct_eval_free(ct_eval_result *r);
 #endif

@@ -4,6 +4,7 @@
  * Tested by tests/checkpoint.sh. */
 #include "cli.h"
 #include "cltrain/checkpoint.h"
+#include "cltrain/cifar.h"
 #include <string.h>
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STBIW_ASSERT(x) CT_ASSERT(x)
@@ -56,9 +57,10 @@ int cmd_eval(int argc, char **argv) {
     if ((rc = ct_ckpt_load(&ck, path))) return cli_fail(rc);
     ct_dataset test = {0};
     int kind = !strcmp(ck.dataset, "mnist") ? CT_MNIST : !strcmp(ck.dataset, "fashion-mnist") ? CT_FASHION_MNIST : 0;
-    if (!kind) {
+    int cifar = !strcmp(ck.dataset, "cifar10") ? 10 : !strncmp(ck.dataset, "cifar100", 8) ? 100 : 0;
+    if (!kind && !cifar) {
+        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (mnist, fashion-mnist, cifar10, cifar100)", path, ck.dataset);
         ct_ckpt_free(&ck);
-        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (mnist, fashion-mnist)", path, ck.dataset);
         return cli_fail(CT_EINPUT);
     }
     if (!data) data = ck.data_dir;
@@ -66,7 +68,14 @@ int cmd_eval(int argc, char **argv) {
     ct_cl cl;
     memset(&cl, 0, sizeof cl);
     memset(&m, 0, sizeof m);
-    rc = ct_mnist_load(NULL, &test, data, kind, 0);
+    ct_cifar_ctx ectx = {&test, ct_augment_default(CT_AUG_NONE)};
+    ct_source esrc;
+    if (cifar) {
+        rc = ct_cifar_load(NULL, &test, data, cifar, strcmp(ck.dataset, "cifar100-coarse") != 0, 0);
+        if (!rc) ct_cifar_source_init(&esrc, &ectx);
+    } else {
+        rc = ct_mnist_load(NULL, &test, data, kind, 0);
+    }
     if (!rc) rc = ct_model_parse(&m, ck.cfg, ck.model_name);
     if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
     if (!rc) rc = ct_model_check_input(&m, test.h, test.w, test.c, test.n_classes, data);
@@ -75,11 +84,11 @@ int cmd_eval(int argc, char **argv) {
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         ct_eval_result ev;
-        ct_evaluate(&m, &test, o.limit_test, o.scale, o.shift, &ev);
+        rc = ct_evaluate(&m, &test, cifar ? &esrc : NULL, o.limit_test, o.scale, o.shift, &ev);
         printf("%s: model %s, %d parameters, trained %lld steps on %s\n", path, ck.model_name, (int)ck.n_params,
                (long long)ck.next_batch, ck.dataset);
         ct_eval_print(&ev, test.class_names, stdout, 1);
-        if (g_confusion_png) rc = write_confusion_png(&ev, g_confusion_png);
+        if (!rc && g_confusion_png) rc = write_confusion_png(&ev, g_confusion_png);
         ct_eval_free(&ev);
     }
     ct_model_free(&m);

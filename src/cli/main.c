@@ -3,6 +3,7 @@
  * 1 training failed (NaN, device error), 2 bad usage or bad input.
  * Tested by tests/cli.sh. */
 #include "cltrain/train.h"
+#include "cltrain/cifar.h"
 #include "cli.h"
 #include <errno.h>
 #include <getopt.h>
@@ -16,6 +17,7 @@ static void usage(FILE *f) {
             "  devices                 list OpenCL platforms and devices\n"
             "  mnist                   train on MNIST digits (datasets/mnist, downloaded if missing)\n"
             "  fashion-mnist           train on Fashion-MNIST (Debian's dataset-fashion-mnist; works offline)\n"
+            "  cifar10, cifar100       CIFAR binary batches (datasets/cifar10, downloaded if missing), augmented\n"
             "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
             "  bench kernels|train|pipeline  measured figures, as a table\n\n"
             "Training options:\n"
@@ -43,6 +45,8 @@ static void usage(FILE *f) {
             "  --resume FILE           continue exactly where a checkpoint stopped\n"
             "  --on-nan stop|skip      a NaN/Inf gradient stops training (exit 1) or skips the step [stop]\n"
             "  --schedule constant|step|cosine, --warmup N   learning-rate schedule [constant]\n"
+            "  --augment none|basic|full  (cifar) crop+flip, + brightness/contrast; always standardised [full]\n"
+            "  --labels fine|coarse    (cifar100) which labels [fine]\n"
             "  --logdir DIR            write DIR/metrics.csv and a TensorBoard event file\n"
             "  --confusion-png FILE    (eval) write the confusion matrix as an image\n"
             "  -h, --help              this help;  -V, --version  version\n\n"
@@ -77,9 +81,9 @@ static int parse_int_opt(const char *opt, const char *s, long lo, long hi, long 
 
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
-       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR };
+       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS };
 
-const char *g_confusion_png;
+const char *g_confusion_png, *g_augment = "full", *g_labels = "fine";
 
 int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) {
     static const struct option opts[] = {
@@ -97,7 +101,8 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"keep", required_argument, 0, O_KEEP}, {"resume", required_argument, 0, O_RESUME},
         {"on-nan", required_argument, 0, O_ONNAN}, {"schedule", required_argument, 0, O_SCHED},
         {"warmup", required_argument, 0, O_WARMUP}, {"confusion-png", required_argument, 0, O_CONFPNG},
-        {"logdir", required_argument, 0, O_LOGDIR},
+        {"logdir", required_argument, 0, O_LOGDIR}, {"augment", required_argument, 0, O_AUGMENT},
+        {"labels", required_argument, 0, O_LABELS},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c, lr_set = 0;
     long l;
@@ -156,6 +161,11 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         case O_WARMUP: if (!(rc = parse_int_opt("warmup", optarg, 0, 1L << 30, &l))) o->warmup = (int)l; break;
         case O_CONFPNG: g_confusion_png = optarg; break;
         case O_LOGDIR: o->logdir = optarg; break;
+        case O_AUGMENT: g_augment = optarg; break;
+        case O_LABELS:
+            if (strcmp(optarg, "fine") && strcmp(optarg, "coarse")) rc = ct_fail(CT_EINPUT, "--labels %s: expected fine or coarse", optarg);
+            else g_labels = optarg;
+            break;
         case O_IOLAT: if (!(rc = parse_int_opt("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]); break;
@@ -201,6 +211,48 @@ static int cmd_mnist(int argc, char **argv, int kind) {
     return rc ? cli_fail(rc) : 0;
 }
 
+static int cmd_cifar(int argc, char **argv, int kind) {
+    ct_train_opts o;
+    ct_train_defaults(&o);
+    o.model = kind == 10 ? "cifar-cnn" : "cifar100-cnn";
+    const char *data = NULL;
+    int rc = cli_parse_train(argc, argv, &o, &data);
+    if (rc) return cli_fail(rc);
+    ct_cifar_ctx tctx = {NULL, ct_augment_default(CT_AUG_FULL)}, ectx = {NULL, ct_augment_default(CT_AUG_NONE)};
+    if ((rc = ct_augment_parse(&tctx.aug, g_augment)) || (rc = ct_augment_check(&tctx.aug))) return cli_fail(rc);
+    if (!o.resume) {
+        ct_model probe;
+        rc = ct_model_load(&probe, o.model);
+        ct_model_free(&probe);
+        if (rc) return cli_fail(rc);
+    }
+    if (!data) data = kind == 10 ? "datasets/cifar10" : "datasets/cifar100";
+    o.dataset = kind == 10 ? "cifar10" : !strcmp(g_labels, "fine") ? "cifar100" : "cifar100-coarse";
+    o.data_dir = data;
+    ct_dataset train = {0}, test = {0};
+    double t0 = ct_now();
+    if ((rc = ct_cifar_load(&train, &test, data, kind, !strcmp(g_labels, "fine"), 1))) return cli_fail(rc);
+    if (!o.quiet)
+        printf("%s: %d training and %d test images from %s (%.2f s), augmentation %s\n", o.dataset, train.n, test.n, data,
+               ct_now() - t0, g_augment);
+    tctx.ds = &train;
+    ectx.ds = &test;
+    ct_source src, esrc;
+    ct_cifar_source_init(&src, &tctx);
+    ct_cifar_source_init(&esrc, &ectx);
+    o.train_src = &src;
+    o.eval_src = &esrc;
+    ct_train_result res;
+    rc = ct_train(&o, &train, &test, &res, stdout);
+    ct_dataset_free(&train);
+    ct_dataset_free(&test);
+    if (rc == CT_EINTR) {
+        fprintf(stderr, "cltrain: %s\n", ct_last_error());
+        return 128 + res.signal;
+    }
+    return rc ? cli_fail(rc) : 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they happen, also in a pipe or a log */
     if (argc < 2) {
@@ -217,6 +269,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "mnist")) return cmd_mnist(argc - 1, argv + 1, CT_MNIST);
     if (!strcmp(cmd, "fashion-mnist")) return cmd_mnist(argc - 1, argv + 1, CT_FASHION_MNIST);
+    if (!strcmp(cmd, "cifar10")) return cmd_cifar(argc - 1, argv + 1, 10);
+    if (!strcmp(cmd, "cifar100")) return cmd_cifar(argc - 1, argv + 1, 100);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     ct_fail(CT_EINPUT, "unknown command '%s'; see `cltrain --help`", cmd);

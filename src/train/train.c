@@ -47,7 +47,8 @@ static void gather(const ct_dataset *ds, const int *idx, int B, uint8_t *img, in
     }
 }
 
-int ct_evaluate(ct_model *m, const ct_dataset *ds, int limit, float scale, float shift, ct_eval_result *res) {
+int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int limit, float scale, float shift,
+                ct_eval_result *res) {
     memset(res, 0, sizeof *res);
     int n = limit > 0 && limit < ds->n ? limit : ds->n;
     res->n_classes = m->n_classes;
@@ -56,13 +57,25 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, int limit, float scale, float
     uint8_t *img = ct_xmalloc(sz * m->batch);
     int32_t *lab = ct_xmalloc(sizeof(int32_t) * m->batch), *pred = ct_xmalloc(sizeof(int32_t) * m->batch);
     int *idx = ct_xmalloc(sizeof(int) * m->batch);
+    float *fimg = src ? ct_xmalloc(sz * m->batch * sizeof(float)) : NULL;
     int was_training = m->training;
     m->training = 0; /* batch norm uses its running averages */
     for (int s = 0; s < n; s += m->batch) {
         int B = n - s < m->batch ? n - s : m->batch;
         for (int i = 0; i < B; i++) idx[i] = s + i;
-        gather(ds, idx, B, img, lab);
-        ct_model_set_batch(m, img, lab, B, scale, shift);
+        if (src) {
+            /* a source normalises on the host (e.g. per-image standardisation); evaluation draws no augmentation */
+            for (int i = 0; i < B; i++) {
+                ct_rng r = ct_rng_make(0, 0, (uint64_t)idx[i]);
+                int rc = src->load(src->ctx, idx[i], fimg + (size_t)i * sz, lab + i, &r);
+                if (rc) { free(img); free(lab); free(pred); free(idx); free(fimg); m->training = was_training; return rc; }
+            }
+            ct_cl_write(m->cl, m->input, 0, (size_t)B * sz * sizeof(float), fimg);
+            ct_cl_write(m->cl, m->labels, 0, (size_t)B * 4, lab);
+        } else {
+            gather(ds, idx, B, img, lab);
+            ct_model_set_batch(m, img, lab, B, scale, shift);
+        }
         ct_model_forward(m, B);
         ct_model_loss(m, B);
         res->loss += ct_model_read_results(m, B, pred);
@@ -73,7 +86,7 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, int limit, float scale, float
     }
     m->training = was_training;
     res->n = n;
-    free(img); free(lab); free(pred); free(idx);
+    free(img); free(lab); free(pred); free(idx); free(fimg);
     return 0;
 }
 
@@ -275,6 +288,10 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     f.ctx = (ds_ctx){train, o->scale, o->shift};
     f.src = (ct_source){.n = train->n, .h = train->h, .w = train->w, .c = train->c, .n_classes = train->n_classes,
                         .ctx = &f.ctx, .load = ds_load, .io_latency_us = o->io_latency_us};
+    if (o->train_src) {
+        f.src = *o->train_src;
+        f.src.io_latency_us = o->io_latency_us;
+    }
     f.host_img = ct_xmalloc(sz * o->batch * sizeof(float));
     f.host_lab = ct_xmalloc(sizeof(int32_t) * o->batch);
     f.perm = ct_xmalloc(sizeof(int) * (size_t)n);
@@ -285,6 +302,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     f.mode = o->resident ? FEED_RESIDENT : producers == 0 ? FEED_SYNC : FEED_PIPE;
     if (f.mode == FEED_RESIDENT) {
         if (o->io_latency_us) { rc = ct_fail(CT_EINPUT, "--resident reads no storage: --io-latency-us does not apply"); goto done; }
+        if (o->train_src) { rc = ct_fail(CT_EINPUT, "--resident gathers raw bytes on the device: it cannot augment; use producers"); goto done; }
         if ((rc = ct_cl_alloc(&cl, &f.dev_data, sz * (size_t)n, "resident data set (try without --resident)"))) goto done;
         if ((rc = ct_cl_alloc(&cl, &f.dev_lab, (size_t)n, "resident labels"))) goto done;
         if ((rc = ct_cl_alloc(&cl, &f.dev_idx, sizeof(int) * o->batch, "batch indices"))) goto done;
@@ -461,7 +479,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         if (eval_now) {
             double te = ct_now();
             ct_eval_result ev;
-            ct_evaluate(&m, test, o->limit_test, o->scale, o->shift, &ev);
+            if ((rc = ct_evaluate(&m, test, o->eval_src, o->limit_test, o->scale, o->shift, &ev))) break;
             res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
             if (tb.events) {
                 ct_tboard_scalar(&tb, "test/accuracy", g + 1, res->test_acc);
