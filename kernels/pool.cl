@@ -77,3 +77,19 @@ __kernel void maxpool_bwd(__global float *dx, __global const float *dy, __global
         else out[c] = g.s0;
     }
 }
+
+/* Global average pooling: y[b, c] = mean over the H*W pixels of x[b, :, :, c]. gws = (C, B) */
+__kernel void avgpool_fwd(__global float *y, __global const float *x, const int HW, const int C, const int B) {
+    const int c = (int)get_global_id(0), b = (int)get_global_id(1);
+    if (c >= C || b >= B) return;
+    float s = 0.0f;
+    for (int p = 0; p < HW; p++) s += x[((size_t)b * HW + p) * C + c];
+    y[(size_t)b * C + c] = s / HW;
+}
+
+/* dx[b, p, c] = dy[b, c] / HW (overwrites). gws = (C, B*HW) */
+__kernel void avgpool_bwd(__global float *dx, __global const float *dy, const int HW, const int C, const int n) {
+    const int c = (int)get_global_id(0), i = (int)get_global_id(1);
+    if (c >= C || i >= n) return;
+    dx[(size_t)i * C + c] = dy[(size_t)(i / HW) * C + c] / HW;
+}

@@ -9,7 +9,7 @@
 #define CLTRAIN_MODEL_H
 #include "cltrain/gemm.h"
 
-enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM };
+enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT };
 extern const char *const ct_layer_names[];
 enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
 enum { CT_OPT_ADAM, CT_OPT_SGD };
@@ -18,6 +18,7 @@ typedef struct ct_layer {
     int type, act;             /* act: CT_ACT_LINEAR / CT_ACT_RELU, fused into the GEMM */
     int ih, iw, ic, oh, ow, oc; /* per-sample input and output shape */
     int k, stride, pad;         /* conv and pool window */
+    float prob;                 /* dropout probability */
     size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer */
     int line;                   /* line of its section in the .cfg */
     cl_mem out;                 /* [batch, oh, ow, oc] */
@@ -48,6 +49,9 @@ typedef struct ct_model {
     cl_program p_bn;
     cl_kernel k_bn_reduce, k_bn_stats, k_bn_stats_eval, k_bn_fwd, k_bn_grads, k_bn_dx;
     cl_mem bn_p1, bn_p2;        /* per-chunk partial sums, shared by the batch-norm layers */
+    cl_program p_drop;
+    cl_kernel k_drop_fwd, k_drop_bwd, k_avg_fwd, k_avg_bwd;
+    uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */
     size_t ws_floats;
     int step;                   /* optimizer steps taken (Adam bias correction) */

@@ -30,6 +30,13 @@ void ref_bn_forward(float *y, double *mean, double *invstd, const float *x, cons
 void ref_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *y, const float *x,
                      const float *gamma, int M, int C, float eps, int act);
 
+/* inverted dropout: keep element i when hash(seed, step, layer, i) >> 8 >= p * 2^24 */
+uint32_t ref_hash(uint32_t a, uint32_t b, uint32_t c, uint32_t d);
+void ref_dropout(float *y, const float *x, long n, float p, uint32_t seed, uint32_t step, uint32_t layer);
+/* global average pooling over the HW pixels of each image: y[B, C] */
+void ref_avgpool_forward(float *y, const float *x, int B, int HW, int C);
+void ref_avgpool_backward(float *dx, const float *dy, int B, int HW, int C);
+
 void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t);
 void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
 #endif

@@ -14,7 +14,7 @@ extern const struct ct_embedded { const char *name; const char *src; } ct_embedd
 
 /* ---------------- parsing ---------------- */
 
-const char *const ct_layer_names[] = {"conv", "maxpool", "dense", "batchnorm"};
+const char *const ct_layer_names[] = {"conv", "maxpool", "dense", "batchnorm", "avgpool", "dropout"};
 enum { BN_CHUNK = 64 };            /* rows per partial sum */
 #define BN_EPS 1e-5f
 #define BN_MOMENTUM 0.1f
@@ -25,6 +25,7 @@ typedef struct sect {
     int kind;        /* -1 net, else CT_L_* ; -2 softmax */
     int filters, size, stride, pad, outputs, act, height, width, channels, classes;
     int has_filters, has_size, has_outputs;
+    float prob;
     int err;
 } sect;
 
@@ -50,6 +51,17 @@ static int handler(void *user, const char *section, const char *name, const char
         if (!strcmp(value, "relu")) s->act = CT_ACT_RELU;
         else if (!strcmp(value, "linear")) s->act = CT_ACT_LINEAR;
         else { s->err = ct_fail(CT_EINPUT, "%s:%d: activation=%s: expected relu or linear", s->file, line, value); return 0; }
+        return 1;
+    }
+    if (!strcmp(name, "probability")) {
+        char *end;
+        double v = strtod(value, &end);
+        while (*end && isspace((unsigned char)*end)) end++;
+        if (end == value || *end || !(v >= 0 && v < 1)) {
+            s->err = ct_fail(CT_EINPUT, "%s:%d: probability=%s is not a number in [0, 1)", s->file, line, value);
+            return 0;
+        }
+        s->prob = (float)v;
         return 1;
     }
     struct { const char *n; int *p; int lo, hi; int *has; } keys[] = {
@@ -109,6 +121,14 @@ static int add_layer(ct_model *m, const sect *s, int *h, int *w, int *c) {
         L->n_b = (size_t)L->oc;
         m->flops_fwd += 2.0 * (double)L->n_w;
         break;
+    case CT_L_AVGPOOL: /* global: one value per channel */
+        L->oh = L->ow = 1;
+        L->oc = *c;
+        break;
+    case CT_L_DROPOUT:
+        L->oh = *h; L->ow = *w; L->oc = *c;
+        L->prob = s->prob;
+        break;
     case CT_L_BATCHNORM:
         /* weights: gamma, then the running mean and variance (state the optimizer never
          * moves: their gradients stay 0); bias: beta */
@@ -167,14 +187,16 @@ int ct_model_parse(ct_model *m, const char *text, const char *name) {
             body_lines++;
             next = e ? e + 1 : next + strlen(next);
         }
-        sect s = {.file = name, .line = line, .stride = 1, .act = CT_ACT_LINEAR};
+        sect s = {.file = name, .line = line, .stride = 1, .act = CT_ACT_LINEAR, .prob = 0.5f};
         if (!strcmp(kind, "net")) s.kind = -1;
         else if (!strcmp(kind, "conv") || !strcmp(kind, "convolutional")) s.kind = CT_L_CONV;
         else if (!strcmp(kind, "maxpool")) s.kind = CT_L_MAXPOOL;
         else if (!strcmp(kind, "dense") || !strcmp(kind, "connected")) s.kind = CT_L_DENSE;
         else if (!strcmp(kind, "batchnorm")) s.kind = CT_L_BATCHNORM;
+        else if (!strcmp(kind, "avgpool")) s.kind = CT_L_AVGPOOL;
+        else if (!strcmp(kind, "dropout")) s.kind = CT_L_DROPOUT;
         else if (!strcmp(kind, "softmax")) s.kind = -2;
-        else return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: net, conv, maxpool, dense, batchnorm, softmax", name, line, kind);
+        else return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: net, conv, maxpool, avgpool, dense, batchnorm, dropout, softmax", name, line, kind);
         if (s.kind == CT_L_MAXPOOL) s.stride = 0;
         /* inih parses one line at a time here, so every message names the key's own line */
         const char *lp = body;
@@ -288,6 +310,11 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     m->k_gather = ct_cl_kernel(m->p_ops, "gather_u8");
     m->training = 1;
     if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
+    m->k_drop_fwd = ct_cl_kernel(m->p_drop, "dropout_fwd");
+    m->k_drop_bwd = ct_cl_kernel(m->p_drop, "dropout_bwd");
+    m->k_avg_fwd = ct_cl_kernel(m->p_pool, "avgpool_fwd");
+    m->k_avg_bwd = ct_cl_kernel(m->p_pool, "avgpool_bwd");
     m->k_bn_reduce = ct_cl_kernel(m->p_bn, "bn_reduce");
     m->k_bn_stats = ct_cl_kernel(m->p_bn, "bn_stats");
     m->k_bn_stats_eval = ct_cl_kernel(m->p_bn, "bn_stats_eval");
@@ -369,6 +396,7 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
 }
 
 void ct_model_init_weights(ct_model *m, uint64_t seed) {
+    m->seed = (uint32_t)(seed ^ (seed >> 32));
     float *p = ct_xcalloc(m->n_params ? m->n_params : 1, sizeof *p);
     for (int i = 0; i < m->n_layers; i++) {
         ct_layer *L = &m->layers[i];
@@ -402,10 +430,11 @@ void ct_model_free(ct_model *m) {
     }
     ct_cl_release(&m->bn_p1);
     ct_cl_release(&m->bn_p2);
-    cl_kernel bnk[] = {m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx};
+    cl_kernel bnk[] = {m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd, m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx};
     for (size_t i = 0; i < sizeof bnk / sizeof *bnk; i++)
         if (bnk[i]) clReleaseKernel(bnk[i]);
     if (m->p_bn) clReleaseProgram(m->p_bn);
+    if (m->p_drop) clReleaseProgram(m->p_drop);
     m->input = m->labels = NULL; /* aliases of inputs[] and labels2[] */
     cl_mem *mems[] = {&m->params, &m->grads, &m->mom1, &m->mom2, &m->decay_mask, &m->inputs[0], &m->inputs[1],
                       &m->labels2[0], &m->labels2[1], &m->input_u8,
@@ -465,6 +494,28 @@ void ct_layer_forward(ct_model *m, int i, int B) {
             int K = (int)in_size(L);
             ct_gemm_run(&m->gemm, 0, 0, B, L->oc, K, 1.0f, x, 0, K, m->params, L->w_off, L->oc, 0.0f, L->out, 0, L->oc,
                         m->params, L->b_off, L->act);
+            break;
+        }
+        case CT_L_AVGPOOL: {
+            int HW = L->ih * L->iw;
+            ct_cl_args(m->k_avg_fwd, "mmiii", L->out, x, HW, L->oc, B);
+            size_t g2[2] = {(size_t)L->oc, (size_t)B};
+            ct_cl_run(m->cl, m->k_avg_fwd, "avgpool_fwd", 2, g2, NULL);
+            break;
+        }
+        case CT_L_DROPOUT: {
+            int n = B * (int)out_size(L);
+            if (!m->training || L->prob == 0.0f) {
+                CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, (size_t)n * 4, 0, NULL, NULL));
+            } else {
+                ct_cl_args(m->k_drop_fwd, "mmif", L->out, x, n, L->prob);
+                cl_uint seed = m->seed, step = (cl_uint)m->step, layer = (cl_uint)i;
+                CT_ARG(m->k_drop_fwd, 4, seed);
+                CT_ARG(m->k_drop_fwd, 5, step);
+                CT_ARG(m->k_drop_fwd, 6, layer);
+                size_t g1 = (size_t)n;
+                ct_cl_run(m->cl, m->k_drop_fwd, "dropout_fwd", 1, &g1, NULL);
+            }
             break;
         }
         case CT_L_BATCHNORM: {
@@ -546,6 +597,27 @@ void ct_layer_backward(ct_model *m, int i, int B) {
                 ct_cl_args(m->k_pool_bwd, "mmmiiiiiii", L->dx, dy, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
                 size_t gws = (size_t)B * L->ih * L->iw;
                 ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 1, &gws, NULL);
+            }
+            break;
+        case CT_L_AVGPOOL:
+            if (L->dx) {
+                int HW = L->ih * L->iw, n = B * HW;
+                ct_cl_args(m->k_avg_bwd, "mmiii", L->dx, dy, HW, L->oc, n);
+                size_t g2[2] = {(size_t)L->oc, (size_t)n};
+                ct_cl_run(m->cl, m->k_avg_bwd, "avgpool_bwd", 2, g2, NULL);
+            }
+            break;
+        case CT_L_DROPOUT:
+            if (L->dx) {
+                int n = B * (int)out_size(L);
+                float p = L->prob;
+                ct_cl_args(m->k_drop_bwd, "mmif", L->dx, dy, n, p);
+                cl_uint seed = m->seed, step = (cl_uint)m->step, layer = (cl_uint)i;
+                CT_ARG(m->k_drop_bwd, 4, seed);
+                CT_ARG(m->k_drop_bwd, 5, step);
+                CT_ARG(m->k_drop_bwd, 6, layer);
+                size_t g1 = (size_t)n;
+                ct_cl_run(m->cl, m->k_drop_bwd, "dropout_bwd", 1, &g1, NULL);
             }
             break;
         case CT_L_BATCHNORM: {
