@@ -41,6 +41,9 @@ void ct_abort(const char *what, const char *file, int line) __attribute__((noret
 void *ct_xmalloc(size_t n);
 void *ct_xcalloc(size_t n, size_t size);
 
+/* mkdir -p: 0, or -1 with errno set (also when dir exists but is no folder). */
+int ct_mkdir_p(const char *dir);
+
 /* Monotonic seconds. */
 double ct_now(void);
 

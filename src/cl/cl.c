@@ -225,13 +225,6 @@ static void cache_dir(char *out, size_t n) {
     else snprintf(out, n, "/tmp/cltrain-cache");
 }
 
-static void mkdirs(const char *path) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(tmp, 0755); *p = '/'; }
-    mkdir(tmp, 0755);
-}
 
 static void print_build_log(ct_cl *cl, cl_program p, const char *file, const char *opts) {
     size_t n = 0;
@@ -312,7 +305,7 @@ int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *option
         if (!no_cache && clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof bsize, &bsize, NULL) == CL_SUCCESS && bsize) {
             unsigned char *bin = ct_xmalloc(bsize);
             if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
-                mkdirs(dir);
+                ct_mkdir_p(dir);
                 char tmp[4300];
                 snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
                 FILE *w = fopen(tmp, "wb");

@@ -178,6 +178,15 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
     return 0;
 }
 
+/* exit status of a training command: 130 / 143 when a signal stopped it */
+static int train_exit(int rc, const ct_train_result *res) {
+    if (rc == CT_EINTR) {
+        fprintf(stderr, "cltrain: %s\n", ct_last_error());
+        return 128 + res->signal;
+    }
+    return rc ? cli_fail(rc) : 0;
+}
+
 static int cmd_mnist(int argc, char **argv, int kind) {
     ct_train_opts o;
     ct_train_defaults(&o);
@@ -204,11 +213,7 @@ static int cmd_mnist(int argc, char **argv, int kind) {
     rc = ct_train(&o, &train, &test, &res, stdout);
     ct_dataset_free(&train);
     ct_dataset_free(&test);
-    if (rc == CT_EINTR) {
-        fprintf(stderr, "cltrain: %s\n", ct_last_error());
-        return 128 + res.signal; /* 130 for SIGINT, 143 for SIGTERM */
-    }
-    return rc ? cli_fail(rc) : 0;
+    return train_exit(rc, &res);
 }
 
 static int cmd_cifar(int argc, char **argv, int kind) {
@@ -246,11 +251,7 @@ static int cmd_cifar(int argc, char **argv, int kind) {
     rc = ct_train(&o, &train, &test, &res, stdout);
     ct_dataset_free(&train);
     ct_dataset_free(&test);
-    if (rc == CT_EINTR) {
-        fprintf(stderr, "cltrain: %s\n", ct_last_error());
-        return 128 + res.signal;
-    }
-    return rc ? cli_fail(rc) : 0;
+    return train_exit(rc, &res);
 }
 
 int main(int argc, char **argv) {

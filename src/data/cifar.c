@@ -73,28 +73,7 @@ static int is_file(const char *path) {
     return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
-static int is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
-/* mkdir -p; returns 0 or -1 with errno set. */
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    size_t n = strlen(dir);
-    if (n == 0) return 0;
-    if (n >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
-    memcpy(buf, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        buf[i] = saved;
-    }
-    if (!is_dir(dir)) { errno = ENOTDIR; return -1; }
-    return 0;
-}
 
 static char *str_dup(const char *s, size_t n) {
     char *p = ct_xmalloc(n + 1);
@@ -489,7 +468,7 @@ int ct_targz_extract(const char *archive, const char *dest_dir, int *n_files) {
     tar_in t = {gzopen(archive, "rb"), archive};
     if (!t.f) return ct_fail(CT_EINPUT, "%s: cannot open (%s)", archive, errno ? strerror(errno) : "out of memory");
     gzbuffer(t.f, 1 << 17);
-    if (mkdir_p(dest_dir) != 0) {
+    if (ct_mkdir_p(dest_dir) != 0) {
         gzclose(t.f);
         return ct_fail(CT_EIO, "%s: cannot create the folder (%s)", dest_dir, strerror(errno));
     }
@@ -560,7 +539,7 @@ int ct_targz_extract(const char *archive, const char *dest_dir, int *n_files) {
         if (type == '0' || type == '\0' || type == '7') {
             char *slash = strrchr(dest, '/');
             *slash = '\0';
-            int mk = mkdir_p(dest);
+            int mk = ct_mkdir_p(dest);
             *slash = '/';
             if (mk != 0) {
                 rc = ct_fail(CT_EIO, "%s: cannot create the folder for '%s' (%s)", dest_dir, name, strerror(errno));
@@ -570,7 +549,7 @@ int ct_targz_extract(const char *archive, const char *dest_dir, int *n_files) {
             if ((rc = tar_write_file(&t, dest, size, what)) != 0) break;
             files++;
         } else {
-            if (type == '5' && mkdir_p(dest) != 0) {
+            if (type == '5' && ct_mkdir_p(dest) != 0) {
                 rc = ct_fail(CT_EIO, "%s: cannot create the folder (%s)", dest, strerror(errno));
                 break;
             }

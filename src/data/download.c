@@ -22,25 +22,6 @@ static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc = CURLE_OK;
 static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-/* mkdir -p; returns 0 or -1 with errno set. */
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    size_t n = strlen(dir);
-    if (n == 0) return 0;
-    if (n >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
-    memcpy(buf, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        buf[i] = saved;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
-    return 0;
-}
 
 struct sink {
     int fd;
@@ -76,7 +57,7 @@ static int fetch_one(const char *url, const char *dest, const char *dir, const c
     }
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        snprintf(msg, msg_size, "%s: cannot create a temporary file there (%s)", dir, strerror(errno));
+        snprintf(msg, msg_size, "%.600s: cannot create a temporary file there (%s)", dir, strerror(errno));
         return CT_EIO;
     }
     (void)fchmod(fd, 0644); /* mkstemp makes 0600; a data set is not a secret */
@@ -198,7 +179,7 @@ int ct_download(const char *const *urls, int n_urls, const char *dest, const cha
     else if (slash == dest) snprintf(dir, sizeof dir, "/");
     else if ((size_t)(slash - dest) >= sizeof dir) return ct_fail(CT_EIO, "%s: path too long", dest);
     else { memcpy(dir, dest, (size_t)(slash - dest)); dir[slash - dest] = '\0'; }
-    if (mkdir_p(dir) != 0)
+    if (ct_mkdir_p(dir) != 0)
         return ct_fail(CT_EIO, "%s: cannot create folder (%s); create it or choose another folder", dir, strerror(errno));
 
     char msg[768] = "";

@@ -72,11 +72,7 @@ int ct_tboard_open(ct_tboard *t, const char *logdir) {
     memset(t, 0, sizeof *t);
     uint32_t one = 1;
     CT_ASSERT(sizeof(double) == 8 && *(uint8_t *)&one == 1); /* records are written little-endian, as TFRecord wants */
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", logdir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(tmp, 0755); *p = '/'; }
-    if (mkdir(tmp, 0755) && errno != EEXIST) return ct_fail(CT_EIO, "--logdir %s: cannot create the folder: %s", logdir, strerror(errno));
+    if (ct_mkdir_p(logdir)) return ct_fail(CT_EIO, "--logdir %s: cannot create the folder: %s", logdir, strerror(errno));
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
     /* two runs started in the same second must not share (and truncate) a file */

@@ -1,7 +1,9 @@
 /* err.c: per-thread last error, exit-code mapping, abort with location, small helpers.
  * Tested by every bad-input test (they read ct_last_error). */
 #include "cltrain/common.h"
+#include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
@@ -77,4 +79,23 @@ float ct_rng_normal(ct_rng *r) {
     float u1 = ct_rng_uniform(r), u2 = ct_rng_uniform(r);
     if (u1 < 1e-7f) u1 = 1e-7f;
     return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+}
+
+int ct_mkdir_p(const char *dir) {
+    char buf[4096];
+    size_t n = strlen(dir);
+    if (n == 0) return 0;
+    if (n >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+        buf[i] = saved;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
+    return 0;
 }
