@@ -472,6 +472,17 @@ void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *label
     ct_cl_finish(m->cl);
 }
 
+/* dropout_fwd and dropout_bwd take the same arguments: the mask of (seed, step, layer) */
+static void run_dropout(ct_model *m, cl_kernel k, const char *name, cl_mem out, cl_mem in, int n, float p, int layer) {
+    ct_cl_args(k, "mmif", out, in, n, p);
+    cl_uint seed = m->seed, step = (cl_uint)m->step, lay = (cl_uint)layer;
+    CT_ARG(k, 4, seed);
+    CT_ARG(k, 5, step);
+    CT_ARG(k, 6, lay);
+    size_t g1 = (size_t)n;
+    ct_cl_run(m->cl, k, name, 1, &g1, NULL);
+}
+
 void ct_layer_forward(ct_model *m, int i, int B) {
     ct_layer *L = &m->layers[i];
     cl_mem x = i == 0 ? m->input : m->layers[i - 1].out;
@@ -508,13 +519,7 @@ void ct_layer_forward(ct_model *m, int i, int B) {
             if (!m->training || L->prob == 0.0f) {
                 CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, (size_t)n * 4, 0, NULL, NULL));
             } else {
-                ct_cl_args(m->k_drop_fwd, "mmif", L->out, x, n, L->prob);
-                cl_uint seed = m->seed, step = (cl_uint)m->step, layer = (cl_uint)i;
-                CT_ARG(m->k_drop_fwd, 4, seed);
-                CT_ARG(m->k_drop_fwd, 5, step);
-                CT_ARG(m->k_drop_fwd, 6, layer);
-                size_t g1 = (size_t)n;
-                ct_cl_run(m->cl, m->k_drop_fwd, "dropout_fwd", 1, &g1, NULL);
+                run_dropout(m, m->k_drop_fwd, "dropout_fwd", L->out, x, n, L->prob, i);
             }
             break;
         }
@@ -609,15 +614,7 @@ void ct_layer_backward(ct_model *m, int i, int B) {
             break;
         case CT_L_DROPOUT:
             if (L->dx) {
-                int n = B * (int)out_size(L);
-                float p = L->prob;
-                ct_cl_args(m->k_drop_bwd, "mmif", L->dx, dy, n, p);
-                cl_uint seed = m->seed, step = (cl_uint)m->step, layer = (cl_uint)i;
-                CT_ARG(m->k_drop_bwd, 4, seed);
-                CT_ARG(m->k_drop_bwd, 5, step);
-                CT_ARG(m->k_drop_bwd, 6, layer);
-                size_t g1 = (size_t)n;
-                ct_cl_run(m->cl, m->k_drop_bwd, "dropout_bwd", 1, &g1, NULL);
+                run_dropout(m, m->k_drop_bwd, "dropout_bwd", L->dx, dy, B * (int)out_size(L), L->prob, i);
             }
             break;
         case CT_L_BATCHNORM: {

@@ -131,7 +131,6 @@ typedef struct feeder {
     float *host_img;           /* sync: one batch */
     int32_t *host_lab;
     int *perm, perm_epoch;     /* sync and resident */
-    int *idx;
     cl_mem dev_data, dev_lab, dev_idx; /* resident */
     ct_slot *cur;              /* pipelined: the slot of the batch being computed */
     cl_event computed[2];
@@ -295,7 +294,6 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     f.host_img = ct_xmalloc(sz * o->batch * sizeof(float));
     f.host_lab = ct_xmalloc(sizeof(int32_t) * o->batch);
     f.perm = ct_xmalloc(sizeof(int) * (size_t)n);
-    f.idx = ct_xmalloc(sizeof(int) * o->batch);
     f.perm_epoch = -1;
     pred = ct_xmalloc(sizeof(int32_t) * o->batch);
     int producers = o->producers;
@@ -555,7 +553,7 @@ done:
     ct_cl_release(&f.dev_data);
     ct_cl_release(&f.dev_lab);
     ct_cl_release(&f.dev_idx);
-    free(f.host_img); free(f.host_lab); free(f.perm); free(f.idx);
+    free(f.host_img); free(f.host_lab); free(f.perm);
     free(pred);
     ct_model_free(&m);
     if (cl.ctx) ct_cl_close(&cl);
