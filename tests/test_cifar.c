@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include "ct_files.h"
 
 #include "cltrain/cifar.h"
 #include "cltrain/common.h"
@@ -28,44 +29,11 @@
 
 enum { REC10 = 3073, REC100 = 3074, PLANE = 1024, NB = 3 /* records per fixture batch */ };
 
-static char tmp_root[256];
-static int dir_counter;
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
 
-static int group_setup(void **state) {
-    (void)state;
-    snprintf(tmp_root, sizeof tmp_root, "%s/cltrain-test-cifar-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    return mkdtemp(tmp_root) ? 0 : -1;
-}
 
-static int group_teardown(void **state) {
-    (void)state;
-    return nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
-static void fresh_dir(char *out, size_t size) {
-    snprintf(out, size, "%s/t%d", tmp_root, dir_counter++);
-    assert_int_equal(mkdir(out, 0755), 0);
-}
 
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-static size_t read_bytes(const char *path, uint8_t *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    size_t n = fread(buf, 1, cap, f);
-    fclose(f);
-    return n;
-}
 
 static int exists(const char *path) {
     struct stat st;
@@ -109,7 +77,7 @@ static uint8_t *make_records(int first, int n, int label_bytes, size_t *size) {
 static void write_records(const char *path, int first, int n, int label_bytes) {
     size_t size;
     uint8_t *buf = make_records(first, n, label_bytes, &size);
-    write_bytes(path, buf, size);
+    ct_write_file(path, buf, size);
     free(buf);
 }
 
@@ -128,7 +96,7 @@ static void write_c10(const char *folder, int meta) {
     if (meta) {
         static const char names[] = "alpha\nbravo\r\ncharlie\ndelta  \necho\n\nfoxtrot\ngolf\nhotel\nindia\njuliet\n\n\n";
         snprintf(p, sizeof p, "%s/batches.meta.txt", folder);
-        write_bytes(p, names, sizeof names - 1);
+        ct_write_file(p, names, sizeof names - 1);
     }
 }
 
@@ -228,7 +196,7 @@ static void test_cifar100_load(void **state) {
     char names[2000] = "";
     for (int k = 0; k < 100; k++) snprintf(names + strlen(names), sizeof names - strlen(names), "f%d\n", k);
     snprintf(p, sizeof p, "%s/fine_label_names.txt", sub);
-    write_bytes(p, names, strlen(names));
+    ct_write_file(p, names, strlen(names));
 
     ct_dataset tr, te;
     assert_int_equal(ct_cifar_load(&tr, &te, dir, 100, 1, 0), 0);
@@ -257,11 +225,11 @@ static void test_cifar100_load(void **state) {
     snprintf(p, sizeof p, "%s/train.bin", sub);
     assert_int_equal(read_bytes(p, buf, 7 * REC100), 7 * REC100);
     buf[5 * REC100 + 1] = 100;
-    write_bytes(p, buf, 7 * REC100);
+    ct_write_file(p, buf, 7 * REC100);
     expect_fail(CT_EINPUT, dir, 100, 1, 0, "train.bin: record 5 has fine label 100", "0..99");
     buf[5 * REC100 + 1] = 0;
     buf[6 * REC100] = 20;
-    write_bytes(p, buf, 7 * REC100);
+    ct_write_file(p, buf, 7 * REC100);
     expect_fail(CT_EINPUT, dir, 100, 1, 0, "train.bin: record 6 has coarse label 20", "0..19");
     /* CIFAR-10 records where CIFAR-100 ones belong */
     write_records(p, 0, 2, 1);
@@ -287,45 +255,45 @@ static void test_cifar10_damage(void **state) {
     uint8_t *more = calloc(1, size + 1);
     assert_non_null(more);
     memcpy(more, buf, size);
-    write_bytes(p, more, size + 1);
+    ct_write_file(p, more, size + 1);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "data_batch_3.bin: 9220 bytes is not a whole number of 3073-byte records", NULL);
     free(more);
     /* truncated inside the last record */
-    write_bytes(p, buf, size - 100);
+    ct_write_file(p, buf, size - 100);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "data_batch_3.bin: 9119 bytes", "truncated");
     /* empty */
-    write_bytes(p, buf, 0);
+    ct_write_file(p, buf, 0);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "data_batch_3.bin: empty", NULL);
     /* CIFAR-100 records where CIFAR-10 ones belong */
     write_records(p, 0, 3, 2);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "data_batch_3.bin", "CIFAR-100");
-    write_bytes(p, buf, size);
+    ct_write_file(p, buf, size);
     /* a label of 10 in record 2 of batch 2 */
     snprintf(p, sizeof p, "%s/data_batch_2.bin", dir);
     uint8_t *b2 = make_records(NB, NB, 1, &size);
     b2[2 * REC10] = 10;
-    write_bytes(p, b2, size);
+    ct_write_file(p, b2, size);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "data_batch_2.bin: record 2 has label 10", "0..9");
     b2[2 * REC10] = 255;
-    write_bytes(p, b2, size);
+    ct_write_file(p, b2, size);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "data_batch_2.bin: record 2 has label 255", NULL);
     /* the same in the test batch */
     b2[2 * REC10] = label10(NB + 2);
-    write_bytes(p, b2, size);
+    ct_write_file(p, b2, size);
     free(b2);
     snprintf(p, sizeof p, "%s/test_batch.bin", dir);
     uint8_t *tb = make_records(TEST_FIRST, NB, 1, &size);
     tb[0] = 11;
-    write_bytes(p, tb, size);
+    ct_write_file(p, tb, size);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "test_batch.bin: record 0 has label 11", NULL);
     tb[0] = 1;
-    write_bytes(p, tb, size);
+    ct_write_file(p, tb, size);
     free(tb);
     /* a names file with nine names, or with a NUL */
     snprintf(p, sizeof p, "%s/batches.meta.txt", dir);
-    write_bytes(p, "a\nb\nc\nd\ne\nf\ng\nh\ni\n", 18);
+    ct_write_file(p, "a\nb\nc\nd\ne\nf\ng\nh\ni\n", 18);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "batches.meta.txt: 9 class names, expected 10", NULL);
-    write_bytes(p, "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\0k\n", 22);
+    ct_write_file(p, "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\0k\n", 22);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "batches.meta.txt: holds NUL bytes", NULL);
     assert_int_equal(unlink(p), 0);
     ct_dataset tr, te;
@@ -372,7 +340,7 @@ static void test_byte_flips_and_cuts(void **state) {
         uint8_t x = (uint8_t)(1 + ct_rng_below(&r, 255));
         buf[at] ^= x;
         snprintf(p, sizeof p, "%s/%s", dir, batch_names[b]);
-        write_bytes(p, buf, size);
+        ct_write_file(p, buf, size);
         ct_dataset tr, te;
         int rc = ct_cifar_load(&tr, &te, dir, 10, 0, 0);
         int rec = (int)(at / REC10), off = (int)(at % REC10);
@@ -412,7 +380,7 @@ static void test_byte_flips_and_cuts(void **state) {
         /* seeds 1, 2: one or two whole records; 3: empty; others: anywhere */
         size_t cut = seed <= 2 ? (size_t)seed * REC10 : seed == 3 ? 0 : ct_rng_below(&r, (uint32_t)size);
         snprintf(p, sizeof p, "%s/%s", dir, batch_names[b]);
-        write_bytes(p, buf, cut);
+        ct_write_file(p, buf, cut);
         ct_dataset tr, te;
         int rc = ct_cifar_load(&tr, &te, dir, 10, 0, 0);
         if (cut > 0 && cut % REC10 == 0) {
@@ -618,7 +586,7 @@ static void test_local_archive(void **state) {
         size_t n = len;
         if (seed % 4 == 0) n = ct_rng_below(&r, (uint32_t)len);
         else copy[ct_rng_below(&r, (uint32_t)len)] ^= (uint8_t)(1 + ct_rng_below(&r, 255));
-        write_bytes(bad, copy, n);
+        ct_write_file(bad, copy, n);
         free(copy);
         snprintf(out, sizeof out, "%s/flip%d", dir, seed);
         int rc = ct_targz_extract(bad, out, NULL);
@@ -633,12 +601,12 @@ static void test_local_archive(void **state) {
     free(gz);
 
     /* not an archive at all; a missing one */
-    write_bytes(bad, "hello, world\n", 13);
+    ct_write_file(bad, "hello, world\n", 13);
     assert_int_equal(ct_targz_extract(bad, dir, NULL), CT_EINPUT);
     assert_non_null(strstr(ct_last_error(), "truncated archive"));
     uint8_t junk[1024];
     memset(junk, 'x', sizeof junk);
-    write_bytes(bad, junk, sizeof junk);
+    ct_write_file(bad, junk, sizeof junk);
     assert_int_equal(ct_targz_extract(bad, dir, NULL), CT_EINPUT);
     assert_non_null(strstr(ct_last_error(), "not a tar archive"));
     snprintf(p, sizeof p, "%s/none.tar.gz", dir);
@@ -651,6 +619,11 @@ static void test_local_archive(void **state) {
     tb_entry(&t, "README", '0', "nothing here", 12);
     tb_finish(&t, arc);
     expect_fail(CT_EINPUT, dir2, 10, 0, 0, "cifar-10-binary.tar.gz; it is not the CIFAR-10 binary version", "missing data_batch_1.bin");
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    return ct_tmp_root_make("cifar");
 }
 
 int main(void) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include "ct_files.h"
 
 #include "cltrain/common.h"
 #include "cltrain/data.h"
@@ -24,30 +25,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static char tmp_root[256];
-static int dir_counter;
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
 
-static int group_setup(void **state) {
-    (void)state;
-    snprintf(tmp_root, sizeof tmp_root, "%s/cltrain-test-idx-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    return mkdtemp(tmp_root) ? 0 : -1;
-}
 
-static int group_teardown(void **state) {
-    (void)state;
-    return nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* A fresh empty folder per test, so a leftover file shows. */
-static void fresh_dir(char *out, size_t size) {
-    snprintf(out, size, "%s/t%d", tmp_root, dir_counter++);
-    assert_int_equal(mkdir(out, 0755), 0);
-}
 
 static void put_be32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
@@ -60,20 +40,10 @@ static void write_bytes(const char *path, const void *data, size_t n, int gz) {
         if (n) assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
         assert_int_equal(gzclose(f), Z_OK);
     } else {
-        FILE *f = fopen(path, "wb");
-        assert_non_null(f);
-        if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-        assert_int_equal(fclose(f), 0);
+        ct_write_file(path, data, n);
     }
 }
 
-static size_t read_bytes(const char *path, uint8_t *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    size_t n = fread(buf, 1, cap, f);
-    fclose(f);
-    return n;
-}
 
 /* An IDX image file: magic, n, rows, cols, then data (extra bytes appended, or cut short by `cut`). */
 static void write_images(const char *path, int gz, uint32_t magic, uint32_t n, uint32_t rows, uint32_t cols,
@@ -531,6 +501,11 @@ static void test_fashion_mnist_real(void **state) {
     assert_true(sum > 0); /* images are not blank */
     ct_dataset_free(&tr);
     ct_dataset_free(&te);
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    return ct_tmp_root_make("idx");
 }
 
 int main(void) {
