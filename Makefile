@@ -13,12 +13,18 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
            -Iinclude -I$(BUILD) -DCL_TARGET_OPENCL_VERSION=120 \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -pthread
 LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lOpenCL -lclblast -linih -lz -lcurl -lcrypto) -lstdc++ -lm -pthread
+# MPI (data-parallel training over mpirun) when mpicc is found; make MPI=0 turns it off
+MPI     ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(MPI),1)
+CFLAGS  += -DCT_MPI $(shell mpicc --showme:compile 2>/dev/null || echo -I/usr/lib/x86_64-linux-gnu/openmpi/include)
+LDLIBS  += $(shell mpicc --showme:link 2>/dev/null || echo -lmpi)
+endif
 SAN     ?=
 CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
 LIB_SRC  := $(sort $(wildcard src/util/*.c src/cl/*.c src/nn/*.c src/optim/*.c src/data/*.c \
-                              src/pipe/*.c src/train/*.c src/ref/*.c))
+                              src/pipe/*.c src/train/*.c src/ref/*.c src/dist/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 KERNELS  := $(sort $(wildcard kernels/*.cl))
@@ -29,7 +35,7 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 .PHONY: all test check run bench asan tsan install clean deps
-all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar
+all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar $(BUILD)/tools/ckpt-diff
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -44,6 +50,11 @@ $(BUILD)/tools/embed: tools/embed.c
 $(BUILD)/tools/make-cifar: tools/make-cifar.c include/cltrain/common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -lm
+
+# parameter distance between two checkpoints (tests/mpi.sh)
+$(BUILD)/tools/ckpt-diff: tools/ckpt-diff.c $(BUILD)/libcltrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libcltrain.a $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BUILD)/kernels_embed.c: $(BUILD)/tools/embed $(KERNELS)
 	$(BUILD)/tools/embed $@ ct_embedded_kernels $(KERNELS)

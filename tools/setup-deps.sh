@@ -4,6 +4,7 @@
 set -e
 pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
 libclblast-dev libstb-dev libinih-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
+libopenmpi-dev openmpi-bin
 dataset-fashion-mnist python3 python3-venv"
 missing=""
 for p in $pkgs; do

@@ -10,7 +10,11 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define CT_CKPT_VERSION 1
+/* Version 2 adds, after the .cfg text, a u32 length and an extension block:
+ * i32 ranks (data-parallel ranks the batch order was made for), u32 count of
+ * class names, then each name as u32 length + bytes. Version 1 files load
+ * with ranks 1 and no names. */
+#define CT_CKPT_VERSION 2
 
 typedef struct ct_ckpt {
     char model_name[256];
@@ -23,6 +27,9 @@ typedef struct ct_ckpt {
     int32_t opt_kind, opt_step;
     size_t n_params;
     float *params, *mom1, *mom2;
+    int32_t ranks;             /* data-parallel ranks (the global batch is batch x ranks) */
+    int n_names;               /* class names (images folders), 0 when the data set names them itself */
+    char **class_names;
 } ct_ckpt;
 
 /* Write st to path atomically. CT_EIO with a message naming the path on failure. */

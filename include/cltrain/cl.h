@@ -36,6 +36,9 @@ typedef struct ct_cl {
 int ct_cl_list(FILE *out);
 /* Open a device: spec "P:D" or NULL (then CLTRAIN_DEVICE, else first GPU, else first device). */
 int ct_cl_open(ct_cl *cl, const char *spec);
+/* The same for data-parallel rank `rank`: spec may list one device per rank
+ * ("0:0,0:1"); without a spec, the local_rank-th GPU of the node (mod count). */
+int ct_cl_open_rank(ct_cl *cl, const char *spec, int rank, int local_rank);
 void ct_cl_close(ct_cl *cl);
 const char *ct_cl_errstr(cl_int e);
 

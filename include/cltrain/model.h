@@ -56,6 +56,7 @@ typedef struct ct_model {
     size_t ws_floats;
     int step;                   /* optimizer steps taken (Adam bias correction) */
     int nonfinite;              /* read back with the results: the last step met a NaN/Inf gradient and was skipped */
+    int loss_batch;             /* > 0: the loss is the sum over this many samples' mean (data-parallel global batch); 0: B */
 } ct_model;
 
 /* Parse a model definition. name is for messages (file name or built-in name). */

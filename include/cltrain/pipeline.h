@@ -46,6 +46,7 @@ typedef struct ct_pipeline_opts {
     int n;                 /* samples per epoch (a prefix of the source) */
     int64_t first_batch;   /* the first global batch to make (0, or later when resuming) */
     int64_t total_batches; /* across all epochs: batches first_batch .. total_batches-1 are made */
+    int part, parts;       /* data-parallel: make slice `part` of `parts` of each global batch (0, 1 when alone) */
 } ct_pipeline_opts;
 
 typedef struct ct_pipeline_stats {
@@ -79,6 +80,13 @@ void ct_epoch_order(int *perm, int n, uint64_t seed, int epoch);
  * source's error. */
 int ct_batch_fill(const ct_source *src, uint64_t seed, int n, int batch, int64_t seq, const int *perm,
                   float *images, int32_t *labels, int *B_out);
+/* The same for rank `part` of `parts`: global batch seq holds batch * parts
+ * samples of the epoch's order, and this part is its part-th slice of
+ * `batch` (shorter, or empty, at the end of an epoch). Per-sample random
+ * numbers depend on the position in the global batch, so the union of the
+ * parts equals the batch one rank with batch * parts would make. */
+int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, int part, int parts, int64_t seq,
+                       const int *perm, float *images, int32_t *labels, int *B_out);
 int ct_pipeline_start(ct_pipeline *p, const ct_source *src, const ct_pipeline_opts *o, ct_cl *cl);
 /* The next batch in order. CT_OK, CT_RING_CLOSED when every batch has been
  * delivered, or the first producer's error (message in ct_last_error). */

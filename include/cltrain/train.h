@@ -37,6 +37,8 @@ typedef struct ct_train_opts {
     const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval` */
     const char *logdir;    /* --logdir: metrics.csv and a TensorBoard event file */
     const ct_source *train_src, *eval_src; /* samples through these instead of bytes*scale+shift (augmentation) */
+    char **class_names;    /* stored in checkpoints (image folders: `cltrain predict` needs them) */
+    size_t bucket_bytes;   /* data-parallel: gradient all-reduce bucket size (0: 4 MiB) */
 } ct_train_opts;
 
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
@@ -61,6 +63,10 @@ typedef struct ct_train_result {
     int producers;         /* the producer count used (after auto) */
     int signal;            /* SIGINT or SIGTERM that stopped training, else 0 */
     long skipped;          /* steps skipped by --on-nan skip */
+    int ranks;             /* data-parallel ranks */
+    double allreduce_ms;   /* per step: time some bucket's all-reduce was in flight */
+    double hidden_frac;    /* the part of it while backward was still running on the device */
+    double exposed_ms;     /* per step: time from backward's end until the gradients were summed */
     float *params;         /* with keep_params: n_params floats, caller frees */
     size_t n_params;
 } ct_train_result;

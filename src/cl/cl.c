@@ -113,11 +113,33 @@ static int parse_spec(const char *spec, int *p, int *d) {
     return 0;
 }
 
-int ct_cl_open(ct_cl *cl, const char *spec) {
+static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth);
+
+int ct_cl_open(ct_cl *cl, const char *spec) { return ct_cl_open_rank(cl, spec, 0, 0); }
+
+int ct_cl_open_rank(ct_cl *cl, const char *spec, int rank, int local_rank) {
     memset(cl, 0, sizeof *cl);
     const char *from = "--device";
     if (!spec || !*spec) { spec = getenv("CLTRAIN_DEVICE"); from = "CLTRAIN_DEVICE"; }
     if (spec && !*spec) spec = NULL;
+    if (spec && strchr(spec, ',')) {
+        /* a list: one device per rank */
+        char buf[256];
+        const char *p = spec;
+        for (int r = 0; r < rank; r++) {
+            p = strchr(p, ',');
+            if (!p) return ct_fail(CT_EINPUT, "%s '%s' lists fewer devices than there are ranks (rank %d has none)", from, spec, rank);
+            p++;
+        }
+        size_t len = strcspn(p, ",");
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), p);
+        return open_nth(cl, buf, from, 0);
+    }
+    /* no choice given: the local_rank-th GPU of this node (round robin) */
+    return open_nth(cl, spec, from, local_rank);
+}
+
+static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
     int want_p = -1, want_d = -1;
     if (spec && parse_spec(spec, &want_p, &want_d))
         return ct_fail(CT_EINPUT, "%s '%s': expected PLATFORM:DEVICE such as 0:0; see `cltrain devices`", from, spec);
@@ -125,7 +147,22 @@ int ct_cl_open(ct_cl *cl, const char *spec) {
     cl_uint np;
     int rc = get_platforms(&plats, &np);
     if (rc) return rc;
-    int found = 0;
+    int found = 0, n_gpus = 0;
+    if (want_p < 0) {
+        /* count the GPUs, so rank k takes GPU k mod count */
+        for (cl_uint p = 0; p < np; p++) {
+            cl_device_id *devs;
+            cl_uint nd;
+            if (get_devices(plats[p], &devs, &nd)) { free(plats); return CT_EDEVICE; }
+            for (cl_uint d = 0; d < nd; d++) {
+                cl_device_type t = 0;
+                clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+                n_gpus += !!(t & CL_DEVICE_TYPE_GPU);
+            }
+            free(devs);
+        }
+    }
+    int skip = n_gpus ? nth % n_gpus : 0;
     /* pass 0: GPUs only (default choice), pass 1: any device */
     for (int pass = (want_p >= 0 ? 1 : 0); pass < 2 && !found; pass++) {
         for (cl_uint p = 0; p < np && !found; p++) {
@@ -138,6 +175,7 @@ int ct_cl_open(ct_cl *cl, const char *spec) {
                 cl_device_type t = 0;
                 clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
                 if (pass == 0 && !(t & CL_DEVICE_TYPE_GPU)) continue;
+                if (pass == 0 && skip > 0) { skip--; continue; }
                 cl->platform = plats[p];
                 cl->device = devs[d];
                 cl->plat_index = (int)p;

@@ -4,6 +4,7 @@
  * Tested by tests/cli.sh. */
 #include "cltrain/train.h"
 #include "cltrain/cifar.h"
+#include "cltrain/dist.h"
 #include "cli.h"
 #include <errno.h>
 #include <getopt.h>
@@ -39,7 +40,7 @@ static void usage(FILE *f) {
             "  --resident              keep the whole data set on the device, gather batches there\n"
             "  --io-latency-us N       simulated storage latency per sample (a sleep; for benchmarks)\n"
             "  --limit-train N, --limit-test N  use only the first N images\n"
-            "  --quiet                 no progress lines\n"
+            "  --quiet                 no progress lines;  --progress-every N  a line every N steps [50]\n"
             "  --checkpoint FILE       save training state (atomically) at each epoch end and on Ctrl-C\n"
             "  --checkpoint-every N    also every N steps;  --keep K  keep K numbered copies FILE.<step>\n"
             "  --resume FILE           continue exactly where a checkpoint stopped\n"
@@ -49,13 +50,16 @@ static void usage(FILE *f) {
             "  --labels fine|coarse    (cifar100) which labels [fine]\n"
             "  --logdir DIR            write DIR/metrics.csv and a TensorBoard event file\n"
             "  --confusion-png FILE    (eval) write the confusion matrix as an image\n"
+            "  --bucket-mb X           (mpirun) gradient all-reduce bucket size [4]\n"
             "  -h, --help              this help;  -V, --version  version\n\n"
+            "Data-parallel: `mpirun -np N cltrain ...` runs N ranks, one device each; --batch-size is per rank.\n"
             "Environment: CLTRAIN_DEVICE, CLTRAIN_DEBUG=1|2, CLTRAIN_SYNC=1, CLTRAIN_KERNEL_DIR,\n"
             "CLTRAIN_CACHE_DIR, CLTRAIN_GEMM=TM,NV,KCHUNK (see README).\n");
 }
 
 int cli_fail(int code) {
-    fprintf(stderr, "cltrain: %s\n", ct_last_error());
+    if (ct_world.size > 1 && ct_world.rank > 0) fprintf(stderr, "cltrain: rank %d: %s\n", ct_world.rank, ct_last_error());
+    else fprintf(stderr, "cltrain: %s\n", ct_last_error());
     return ct_exit_code(code);
 }
 
@@ -81,7 +85,7 @@ static int parse_int_opt(const char *opt, const char *s, long lo, long hi, long 
 
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
-       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS };
+       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET };
 
 const char *g_confusion_png, *g_augment = "full", *g_labels = "fine";
 
@@ -102,7 +106,8 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"on-nan", required_argument, 0, O_ONNAN}, {"schedule", required_argument, 0, O_SCHED},
         {"warmup", required_argument, 0, O_WARMUP}, {"confusion-png", required_argument, 0, O_CONFPNG},
         {"logdir", required_argument, 0, O_LOGDIR}, {"augment", required_argument, 0, O_AUGMENT},
-        {"labels", required_argument, 0, O_LABELS},
+        {"labels", required_argument, 0, O_LABELS}, {"progress-every", required_argument, 0, O_PROGRESS},
+        {"bucket-mb", required_argument, 0, O_BUCKET},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c, lr_set = 0;
     long l;
@@ -166,6 +171,8 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             if (strcmp(optarg, "fine") && strcmp(optarg, "coarse")) rc = ct_fail(CT_EINPUT, "--labels %s: expected fine or coarse", optarg);
             else g_labels = optarg;
             break;
+        case O_PROGRESS: if (!(rc = parse_int_opt("progress-every", optarg, 1, 1L << 30, &l))) o->progress_every = (int)l; break;
+        case O_BUCKET: if (!(rc = parse_num("bucket-mb", optarg, 0.001, 4096, &d))) o->bucket_bytes = (size_t)(d * 1048576); break;
         case O_IOLAT: if (!(rc = parse_int_opt("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]); break;
@@ -181,7 +188,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
 /* exit status of a training command: 130 / 143 when a signal stopped it */
 static int train_exit(int rc, const ct_train_result *res) {
     if (rc == CT_EINTR) {
-        fprintf(stderr, "cltrain: %s\n", ct_last_error());
+        if (ct_world.rank == 0) fprintf(stderr, "cltrain: %s\n", ct_last_error());
         return 128 + res->signal;
     }
     return rc ? cli_fail(rc) : 0;
@@ -254,15 +261,30 @@ static int cmd_cifar(int argc, char **argv, int kind) {
     return train_exit(rc, &res);
 }
 
+static int run(int argc, char **argv);
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they happen, also in a pipe or a log */
+    /* under mpirun: one rank per process (dist.h); alone: no MPI at all */
+    if (ct_dist_init(&argc, &argv)) return cli_fail(CT_EINPUT);
+    int code = run(argc, argv);
+    /* a failed rank ends the job: the others would wait for it forever */
+    if (code && ct_world.size > 1) ct_dist_abort(code);
+    ct_dist_finalize();
+    return code;
+}
+
+static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
-    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) { printf("cltrain %s\n", CT_VERSION); return 0; }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("cltrain %s (OpenCL 1.2; %s)\n", CT_VERSION, ct_dist_compiled() ? "data-parallel over mpi" : "built without MPI");
+        return 0;
+    }
     if (!strcmp(cmd, "devices")) {
         if (argc > 2) { ct_fail(CT_EINPUT, "devices takes no arguments"); return cli_fail(CT_EINPUT); }
         int rc = ct_cl_list(stdout);

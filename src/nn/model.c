@@ -566,7 +566,8 @@ void ct_model_forward(ct_model *m, int B) {
 
 void ct_model_loss(ct_model *m, int B) {
     ct_layer *last = &m->layers[m->n_layers - 1];
-    ct_cl_args(m->k_xent, "mmmmmiiif", m->loss, m->pred, m->dlogits, last->out, m->labels, 0, B, m->n_classes, 1.0f / (float)B);
+    ct_cl_args(m->k_xent, "mmmmmiiif", m->loss, m->pred, m->dlogits, last->out, m->labels, 0, B, m->n_classes,
+               1.0f / (float)(m->loss_batch > 0 ? m->loss_batch : B));
     size_t gws = (size_t)B;
     ct_cl_run(m->cl, m->k_xent, "softmax_xent", 1, &gws, NULL);
 }

@@ -32,13 +32,16 @@ static void sleep_us(long us) {
     while (nanosleep(&ts, &ts)) {}
 }
 
-int ct_batch_fill(const ct_source *src, uint64_t seed, int n, int batch, int64_t seq, const int *perm,
-                  float *images, int32_t *labels, int *B_out) {
-    int spe = (n + batch - 1) / batch;
-    int epoch = (int)(seq / spe), i = (int)(seq % spe);
-    int B = n - i * batch < batch ? n - i * batch : batch;
+int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, int part, int parts, int64_t seq,
+                       const int *perm, float *images, int32_t *labels, int *B_out) {
+    int64_t gb = (int64_t)batch * parts; /* the global batch */
+    int64_t spe = (n + gb - 1) / gb;
+    int epoch = (int)(seq / spe);
+    int64_t i = seq % spe, first = i * gb + (int64_t)part * batch;
+    int64_t left = n - first;
+    int B = left <= 0 ? 0 : left < batch ? (int)left : batch;
     int *own = NULL;
-    if (!perm) {
+    if (!perm && B) {
         own = ct_xmalloc(sizeof(int) * (size_t)n);
         ct_epoch_order(own, n, seed, epoch);
         perm = own;
@@ -46,14 +49,20 @@ int ct_batch_fill(const ct_source *src, uint64_t seed, int n, int batch, int64_t
     size_t sz = (size_t)src->h * src->w * src->c;
     int rc = 0;
     for (int j = 0; j < B && !rc; j++) {
-        ct_rng r = ct_rng_make(seed ^ 0xA06D1A7Aull, (uint64_t)epoch, (uint64_t)i * batch + j);
-        rc = src->load(src->ctx, perm[i * batch + j], images + (size_t)j * sz, labels + j, &r);
+        /* random numbers by position in the global batch: any split augments alike */
+        ct_rng r = ct_rng_make(seed ^ 0xA06D1A7Aull, (uint64_t)epoch, (uint64_t)(first + j));
+        rc = src->load(src->ctx, perm[first + j], images + (size_t)j * sz, labels + j, &r);
     }
     /* simulated storage latency, slept once per batch (per-sample sleeps would add syscall jitter) */
     if (!rc) sleep_us((long)src->io_latency_us * B);
     free(own);
     *B_out = B;
     return rc;
+}
+
+int ct_batch_fill(const ct_source *src, uint64_t seed, int n, int batch, int64_t seq, const int *perm,
+                  float *images, int32_t *labels, int *B_out) {
+    return ct_batch_fill_part(src, seed, n, batch, 0, 1, seq, perm, images, labels, B_out);
 }
 
 typedef struct { ct_pipeline *p; int id; } worker_arg;
@@ -82,7 +91,8 @@ static void *producer_main(void *arg) {
             ct_epoch_order(perm, p->o.n, p->o.seed, epoch);
             perm_epoch = epoch;
         }
-        int rc = ct_batch_fill(&p->src, p->o.seed, p->o.n, p->o.batch, g, perm, s->images, s->labels, &s->B);
+        int rc = ct_batch_fill_part(&p->src, p->o.seed, p->o.n, p->o.batch, p->o.part, p->o.parts, g, perm, s->images,
+                                    s->labels, &s->B);
         atomic_fetch_add_explicit(&p->busy_ns, (int64_t)((ct_now() - t0) * 1e9), memory_order_relaxed);
         if (rc) {
             record_error(p, rc);
@@ -106,7 +116,8 @@ int ct_pipeline_start(ct_pipeline *p, const ct_source *src, const ct_pipeline_op
     int per = o->prefetch > 0 ? (o->prefetch + N - 1) / N : 2;
     if (per < 2) per = 2;
     p->n_slots = per * N;
-    p->steps_per_epoch = (o->n + o->batch - 1) / o->batch;
+    if (p->o.parts < 1) { p->o.parts = 1; p->o.part = 0; }
+    p->steps_per_epoch = (int)((o->n + (int64_t)o->batch * p->o.parts - 1) / ((int64_t)o->batch * p->o.parts));
     p->next_seq = o->first_batch;
     p->slots = ct_xcalloc((size_t)p->n_slots, sizeof *p->slots);
     p->window = ct_xcalloc((size_t)p->n_slots, sizeof *p->window);

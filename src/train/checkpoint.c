@@ -70,6 +70,18 @@ int ct_ckpt_save(const ct_ckpt *st, const char *path) {
     put(&w, &hsize, 4);
     put(&w, &h, sizeof h);
     put(&w, st->cfg, h.cfg_len);
+    uint32_t ext_len = 8;
+    for (int i = 0; i < st->n_names; i++) ext_len += 4 + (uint32_t)strlen(st->class_names[i]);
+    int32_t ranks = st->ranks > 0 ? st->ranks : 1;
+    uint32_t nn = (uint32_t)st->n_names;
+    put(&w, &ext_len, 4);
+    put(&w, &ranks, 4);
+    put(&w, &nn, 4);
+    for (int i = 0; i < st->n_names; i++) {
+        uint32_t len = (uint32_t)strlen(st->class_names[i]);
+        put(&w, &len, 4);
+        put(&w, st->class_names[i], len);
+    }
     put(&w, st->params, st->n_params * 4);
     put(&w, st->mom1, st->n_params * 4);
     put(&w, st->mom2, st->n_params * 4);
@@ -94,6 +106,8 @@ int ct_ckpt_save(const ct_ckpt *st, const char *path) {
 }
 
 void ct_ckpt_free(ct_ckpt *st) {
+    for (int i = 0; i < st->n_names; i++) free(st->class_names[i]);
+    free(st->class_names);
     free(st->cfg);
     free(st->params);
     free(st->mom1);
@@ -130,7 +144,14 @@ int ct_ckpt_load(ct_ckpt *st, const char *path) {
     }
     if (version < 1 || hsize != sizeof h) { rc = ct_fail(CT_EINPUT, "%s: corrupt checkpoint header", path); goto out; }
     memcpy(&h, buf + 16, sizeof h);
-    uint64_t need = (uint64_t)fixed + h.cfg_len + 12 * h.n_params;
+    uint32_t ext_len = 0;
+    if (version >= 2) {
+        if ((uint64_t)fixed + h.cfg_len + 4 > (uint64_t)size) { rc = ct_fail(CT_EINPUT, "%s: truncated checkpoint", path); goto out; }
+        memcpy(&ext_len, buf + 16 + sizeof h + h.cfg_len, 4);
+        if (ext_len < 8 || ext_len > (1u << 24)) { rc = ct_fail(CT_EINPUT, "%s: corrupt checkpoint (extension)", path); goto out; }
+        ext_len += 4;
+    }
+    uint64_t need = (uint64_t)fixed + h.cfg_len + ext_len + 12 * h.n_params;
     if (h.n_params > ((uint64_t)1 << 34) || h.cfg_len > (1u << 20) || need != (uint64_t)size) {
         rc = ct_fail(CT_EINPUT, "%s: truncated or corrupt checkpoint (%ld bytes, header says %llu)", path, size, (unsigned long long)need);
         goto out;
@@ -156,6 +177,30 @@ int ct_ckpt_load(ct_ckpt *st, const char *path) {
     memcpy(st->cfg, p, h.cfg_len);
     st->cfg[h.cfg_len] = 0;
     p += h.cfg_len;
+    st->ranks = 1;
+    if (ext_len) {
+        /* the CRC passed, so the block is what was written; still check every length against it */
+        const unsigned char *e = p + 4, *end = p + ext_len;
+        uint32_t nn;
+        memcpy(&st->ranks, e, 4);
+        memcpy(&nn, e + 4, 4);
+        e += 8;
+        if (st->ranks < 1 || nn > 65536) { rc = ct_fail(CT_EINPUT, "%s: corrupt checkpoint (extension)", path); goto out; }
+        st->class_names = ct_xcalloc(nn ? nn : 1, sizeof(char *));
+        for (uint32_t i = 0; i < nn; i++) {
+            uint32_t len;
+            if (end - e < 4) { rc = ct_fail(CT_EINPUT, "%s: corrupt checkpoint (class names)", path); goto out; }
+            memcpy(&len, e, 4);
+            e += 4;
+            if ((uint64_t)(end - e) < len) { rc = ct_fail(CT_EINPUT, "%s: corrupt checkpoint (class names)", path); goto out; }
+            st->class_names[i] = ct_xmalloc(len + 1);
+            memcpy(st->class_names[i], e, len);
+            st->class_names[i][len] = 0;
+            st->n_names = (int)i + 1;
+            e += len;
+        }
+        p += ext_len;
+    }
     size_t nb = h.n_params * 4;
     st->params = ct_xmalloc(nb);
     st->mom1 = ct_xmalloc(nb);

@@ -5,6 +5,7 @@
  * Tested by tests/test_train.c (learns a subset of Fashion-MNIST). */
 #include "cltrain/train.h"
 #include "cltrain/checkpoint.h"
+#include "cltrain/dist.h"
 #include "cltrain/tboard.h"
 #include <signal.h>
 #include <stdatomic.h>
@@ -51,6 +52,8 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
                 ct_eval_result *res) {
     memset(res, 0, sizeof *res);
     int n = limit > 0 && limit < ds->n ? limit : ds->n;
+    /* data-parallel: each rank evaluates a contiguous shard, the counts are summed */
+    int lo = (int)((int64_t)n * ct_world.rank / ct_world.size), hi = (int)((int64_t)n * (ct_world.rank + 1) / ct_world.size);
     res->n_classes = m->n_classes;
     res->confusion = ct_xcalloc((size_t)m->n_classes * m->n_classes, sizeof(int));
     size_t sz = (size_t)ds->h * ds->w * ds->c;
@@ -60,8 +63,8 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
     float *fimg = src ? ct_xmalloc(sz * m->batch * sizeof(float)) : NULL;
     int was_training = m->training;
     m->training = 0; /* batch norm uses its running averages */
-    for (int s = 0; s < n; s += m->batch) {
-        int B = n - s < m->batch ? n - s : m->batch;
+    for (int s = lo; s < hi; s += m->batch) {
+        int B = hi - s < m->batch ? hi - s : m->batch;
         for (int i = 0; i < B; i++) idx[i] = s + i;
         if (src) {
             /* a source normalises on the host (e.g. per-image standardisation); evaluation draws no augmentation */
@@ -85,6 +88,13 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
         }
     }
     m->training = was_training;
+    if (ct_world.size > 1) {
+        double l = res->loss;
+        ct_dist_sum(&l, 1);
+        res->loss = l;
+        ct_dist_sum_int(&res->correct, 1);
+        ct_dist_sum_int(res->confusion, m->n_classes * m->n_classes);
+    }
     res->n = n;
     free(img); free(lab); free(pred); free(idx); free(fimg);
     return 0;
@@ -147,6 +157,15 @@ static void upload_slot(ct_model *m, ct_slot *s, int j, cl_event *after) {
     CL_CHECK(clFlush(q));
 }
 
+/* " all-reduce X ms/step (Y% hidden)" over the interval since *since, or "" alone */
+static const char *ar_note(const ct_grad_sync *g, const ct_grad_sync *since, char *buf, size_t size) {
+    long steps = g->steps - since->steps;
+    double ar = g->ar_s - since->ar_s, hid = g->hidden_s - since->hidden_s;
+    if (steps <= 0) return "";
+    snprintf(buf, size, " all-reduce %.1f ms/step (%.0f%% hidden)", 1e3 * ar / steps, ar > 0 ? 100 * hid / ar : 0);
+    return buf;
+}
+
 static volatile sig_atomic_t g_signal;
 static void on_signal(int sig) { g_signal = sig; }
 
@@ -175,6 +194,9 @@ static int save_checkpoint(const ct_train_opts *o, ct_model *m, int64_t next, in
     st.params = ck->params;
     st.mom1 = ck->mom1;
     st.mom2 = ck->mom2;
+    st.ranks = ct_world.size;
+    st.n_names = o->class_names ? m->n_classes : 0;
+    st.class_names = o->class_names;
     ct_model_get_params(m, st.params);
     ct_cl_read(m->cl, m->mom1, 0, m->n_params * 4, st.mom1);
     ct_cl_read(m->cl, m->mom2, 0, m->n_params * 4, st.mom2);
@@ -206,6 +228,10 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     ct_tboard tb;
     memset(&tb, 0, sizeof tb);
     double opt_lr = o->optim.lr;
+    const int R = ct_world.size, dist = R > 1, writer = ct_world.rank == 0;
+    ct_grad_sync gs;
+    memset(&gs, 0, sizeof gs);
+    if (!writer) o->quiet = 1; /* rank 0 alone prints, logs and saves */
     if (o->batch < 1 || o->batch > 4096) return ct_fail(CT_EINPUT, "--batch-size %d: expected 1..4096", o->batch);
     if (o->epochs < 1) return ct_fail(CT_EINPUT, "--epochs %d: expected at least 1", o->epochs);
     double t_start = ct_now();
@@ -238,6 +264,11 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             rc = ct_fail(CT_EINPUT, "%s: trained on %d samples per epoch but this data set has %d", o->resume, ck.n_train, train->n);
             goto done;
         }
+        if (ck.ranks != R) {
+            rc = ct_fail(CT_EINPUT, "%s: trained with %d rank%s of batch %d; resume with the same rank count (mpirun -np %d), "
+                         "the data order depends on the global batch", o->resume, ck.ranks, ck.ranks == 1 ? "" : "s", ck.batch, ck.ranks);
+            goto done;
+        }
         o->seed = ck.seed;
         o->batch = ck.batch;
         o->limit_train = ck.n_train;
@@ -247,7 +278,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         goto done;
     }
     rc = ct_model_check_input(&m, train->h, train->w, train->c, train->n_classes, "the training set");
-    if (!rc) rc = ct_cl_open(&cl, o->device);
+    if (!rc) rc = ct_cl_open_rank(&cl, o->device, ct_world.rank, ct_world.local_rank);
     if (!rc) rc = ct_model_setup(&m, &cl, o->batch, o->gemm);
     if (rc) goto done;
     ct_model_init_weights(&m, o->seed);
@@ -257,13 +288,25 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         ct_cl_write(&cl, m.mom2, 0, m.n_params * 4, ck.mom2);
         m.step = ck.opt_step;
     }
+    if (dist) {
+        /* every rank starts from rank 0's state */
+        float *p = ct_xmalloc(m.n_params * sizeof(float));
+        cl_mem bufs[3] = {m.params, m.mom1, m.mom2};
+        for (int k = 0; k < (o->resume ? 3 : 1); k++) {
+            if (writer) ct_cl_read(&cl, bufs[k], 0, m.n_params * 4, p);
+            ct_dist_bcast(p, m.n_params * 4);
+            if (!writer) ct_cl_write(&cl, bufs[k], 0, m.n_params * 4, p);
+        }
+        free(p);
+        ct_grad_sync_init(&gs, &m, o->bucket_bytes ? o->bucket_bytes : (size_t)4 << 20);
+    }
     if (o->checkpoint) {
         buf.params = ct_xmalloc(m.n_params * 4);
         buf.mom1 = ct_xmalloc(m.n_params * 4);
         buf.mom2 = ct_xmalloc(m.n_params * 4);
         kept = ct_xcalloc((size_t)(o->keep > 0 ? o->keep : 1), sizeof *kept);
     }
-    if (o->logdir && (rc = ct_tboard_open(&tb, o->logdir))) goto done;
+    if (o->logdir && writer && (rc = ct_tboard_open(&tb, o->logdir))) goto done;
     /* Ctrl-C / SIGTERM: finish the step, save, stop; a second one kills at once */
     g_signal = 0;
     struct sigaction sa;
@@ -274,7 +317,8 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     sigaction(SIGTERM, &sa, &sa_old[1]);
     handlers = 1;
     int n = o->limit_train > 0 && o->limit_train < train->n ? o->limit_train : train->n;
-    long spe = (n + o->batch - 1) / o->batch;
+    const int64_t GB = (int64_t)o->batch * R; /* the global batch: R slices of o->batch */
+    long spe = (long)((n + GB - 1) / GB);
     int64_t total = (int64_t)spe * o->epochs;
     if (o->max_steps && o->max_steps < total) total = o->max_steps;
     if (g0 >= total) {
@@ -303,7 +347,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         if (o->train_src) { rc = ct_fail(CT_EINPUT, "--resident gathers raw bytes on the device: it cannot augment; use producers"); goto done; }
         if ((rc = ct_cl_alloc(&cl, &f.dev_data, sz * (size_t)n, "resident data set (try without --resident)"))) goto done;
         if ((rc = ct_cl_alloc(&cl, &f.dev_lab, (size_t)n, "resident labels"))) goto done;
-        if ((rc = ct_cl_alloc(&cl, &f.dev_idx, sizeof(int) * o->batch, "batch indices"))) goto done;
+        if ((rc = ct_cl_alloc(&cl, &f.dev_idx, sizeof(int) * o->batch + 4, "batch indices"))) goto done;
         ct_cl_write(&cl, f.dev_data, 0, sz * (size_t)n, train->images);
         ct_cl_write(&cl, f.dev_lab, 0, (size_t)n, train->labels);
     }
@@ -311,16 +355,29 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     if (!o->quiet) {
         fprintf(out, "device %d:%d %s (%s)\n", cl.plat_index, cl.dev_index, cl.device_name, cl.platform_name);
         ct_model_summary(&m, out);
-        fprintf(out, "training on %d images, batch %d, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
-                n, o->batch, spe, o->optim.kind == CT_OPT_ADAM ? "adam" : "sgd", o->optim.lr, res->startup_s,
+        fprintf(out, "training on %d images, batch %lld, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
+                n, (long long)GB, spe, o->optim.kind == CT_OPT_ADAM ? "adam" : "sgd", o->optim.lr, res->startup_s,
                 cl.cache_misses, cl.cache_hits);
     }
-    int tty = isatty(fileno(out)) && !o->quiet;
+    if (dist) {
+        char mine[320], *all = writer ? ct_xcalloc((size_t)R, sizeof mine) : NULL;
+        snprintf(mine, sizeof mine, "%.63s, device %d:%d %.200s", ct_world.host, cl.plat_index, cl.dev_index, cl.device_name);
+        ct_dist_gather_str(mine, all, (int)sizeof mine);
+        if (!o->quiet) {
+            fprintf(out, "data-parallel: %d ranks x batch %d = global batch %lld; %.2f MB of gradients per step in %d all-reduce bucket%s\n",
+                    R, o->batch, (long long)GB, gs.bytes / 1e6, gs.n_buckets, gs.n_buckets == 1 ? "" : "s");
+            for (int r = 0; r < R; r++) fprintf(out, "  rank %d: %s\n", r, all + (size_t)r * sizeof mine);
+        }
+        free(all);
+    }
+    int tty = isatty(fileno(out)) && !o->quiet && !ct_world.mpi; /* mpirun hands ranks a pty even when its own output is a file */
     double t_compute = 0;      /* step time minus data wait */
     long images = 0;
     int64_t g = 0;
     double iv_loss = 0, t_iv = ct_now(), iv_wait = 0, iv_t0 = ct_now();
     long iv_correct = 0, iv_n = 0;
+    ct_grad_sync iv_ar = gs; /* all-reduce totals at the interval's start */
+    char arbuf[64];
     int j = 0;
     for (g = g0; g < total; g++) {
         int64_t k = g - g0;
@@ -339,7 +396,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         }
         if (f.mode == FEED_SYNC || warmup) {
             if (f.perm_epoch != epoch) { ct_epoch_order(f.perm, n, o->seed, epoch); f.perm_epoch = epoch; }
-            rc = ct_batch_fill(&f.src, o->seed, n, o->batch, g, f.perm, f.host_img, f.host_lab, &B);
+            rc = ct_batch_fill_part(&f.src, o->seed, n, o->batch, ct_world.rank, R, g, f.perm, f.host_img, f.host_lab, &B);
             if (rc) break;
             double tf = ct_now() - t0;
             ct_cl_write(&cl, m.input, 0, (size_t)B * sz * sizeof(float), f.host_img);
@@ -348,14 +405,18 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             if (k == 1) res->producer_rate = B / (tf > 1e-9 ? tf : 1e-9);
         } else if (f.mode == FEED_RESIDENT) {
             if (f.perm_epoch != epoch) { ct_epoch_order(f.perm, n, o->seed, epoch); f.perm_epoch = epoch; }
-            B = (int)(n - s * o->batch < o->batch ? n - s * o->batch : o->batch);
-            CL_CHECK(clEnqueueWriteBuffer(cl.queue, f.dev_idx, CL_FALSE, 0, sizeof(int) * B, f.perm + s * o->batch, 0, NULL, NULL));
-            ct_model_gather(&m, f.dev_data, f.dev_lab, f.dev_idx, B, o->scale, o->shift);
+            int64_t first = s * GB + (int64_t)ct_world.rank * o->batch, left = n - first;
+            B = left <= 0 ? 0 : left < o->batch ? (int)left : o->batch;
+            if (B) {
+                CL_CHECK(clEnqueueWriteBuffer(cl.queue, f.dev_idx, CL_FALSE, 0, sizeof(int) * B, f.perm + first, 0, NULL, NULL));
+                ct_model_gather(&m, f.dev_data, f.dev_lab, f.dev_idx, B, o->scale, o->shift);
+            }
         } else {
             if (!f.cur) {
                 /* start the producers from batch g (with auto, batches 0 and 1 were made here, and timed) */
                 ct_pipeline_opts po = {.producers = producers, .prefetch = o->prefetch ? o->prefetch : (2 * producers > 4 ? 2 * producers : 4),
-                                       .batch = o->batch, .seed = o->seed, .n = n, .first_batch = g, .total_batches = total};
+                                       .batch = o->batch, .seed = o->seed, .n = n, .first_batch = g, .total_batches = total,
+                                       .part = ct_world.rank, .parts = R};
                 if ((rc = ct_pipeline_start(&f.pipe, &f.src, &po, &cl))) break;
                 rc = ct_pipeline_next(&f.pipe, &f.cur);
                 if (rc) { if (rc > 0) rc = ct_fail(CT_EIO, "the input pipeline ended early"); break; }
@@ -369,9 +430,22 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         /* 2. the step */
         double tc0 = ct_now();
         ct_model_zero_grad(&m);
-        ct_model_forward(&m, B);
-        ct_model_loss(&m, B);
-        ct_model_backward(&m, B);
+        /* data-parallel: the loss is the global batch's mean, so summed gradients are its gradient */
+        m.loss_batch = dist ? (int)(n - s * GB < GB ? n - s * GB : GB) : 0;
+        if (B) {
+            ct_model_forward(&m, B);
+            ct_model_loss(&m, B);
+        }
+        if (dist) {
+            /* each bucket's all-reduce starts as soon as backward has produced it */
+            for (int i = m.n_layers - 1; i >= 0; i--) {
+                if (B) ct_layer_backward(&m, i, B);
+                ct_grad_sync_layer_done(&gs, i);
+            }
+            ct_grad_sync_finish(&gs);
+        } else {
+            ct_model_backward(&m, B);
+        }
         ct_optim opt = o->optim;
         opt.lr = (float)ct_schedule_lr(o, g, total);
         opt_lr = opt.lr;
@@ -405,22 +479,35 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         }
         double loss = ct_model_read_results(&m, B, pred);
         const int32_t *lab = f.host_lab;
+        int stop = g_signal != 0;
         if (f.cur) {
             memcpy(f.host_lab, f.cur->labels, sizeof(int32_t) * B);
             ct_pipeline_release(&f.pipe, f.cur);
             f.cur = next;
             j = 1 - j;
         } else if (f.mode == FEED_RESIDENT) {
-            for (int i = 0; i < B; i++) f.host_lab[i] = train->labels[f.perm[s * o->batch + i]];
+            for (int i = 0; i < B; i++) f.host_lab[i] = train->labels[f.perm[s * GB + (int64_t)ct_world.rank * o->batch + i]];
+        }
+        int correct = 0, Bg = B;
+        for (int i = 0; i < B; i++) correct += pred[i] == lab[i];
+        if (dist) {
+            /* one small all-reduce per step: global loss and accuracy, and agreement on stopping */
+            double v[5] = {loss, correct, B, stop, m.nonfinite};
+            ct_dist_sum(v, 5);
+            loss = v[0];
+            correct = (int)v[1];
+            Bg = (int)v[2];
+            stop = v[3] > 0;
+            m.nonfinite = v[4] > 0;
         }
         double t1 = ct_now();
-        if (k == 1) res->compute_rate = B / (t1 - tc0 > 1e-9 ? t1 - tc0 : 1e-9);
+        if (k == 1) res->compute_rate = Bg / (t1 - tc0 > 1e-9 ? t1 - tc0 : 1e-9);
         /* steady state: leave out the pipeline fill (first step, and auto's two timed steps) */
         if (k > (f.mode == FEED_PIPE && o->producers < 0 ? 2 : 0) || total - g0 == 1) {
             res->wait_s += wait;
             res->total_s += t1 - t0;
             t_compute += t1 - t0 - wait;
-            images += B;
+            images += Bg; /* the whole job's images: all ranks' */
         }
         if (m.nonfinite || !isfinite(loss)) {
             /* NaN guard: the optimizer did not apply this step (see ct_model_step) */
@@ -431,7 +518,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
                                      ct_layer_names[m.layers[layer].type], m.layers[layer].line);
             else snprintf(where, sizeof where, "the loss");
             if (o->on_nan_skip) {
-                fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n", tty ? "\n" : "",
+                if (writer) fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n", tty ? "\n" : "",
                         (long long)g + 1, where);
                 res->skipped++;
                 continue;
@@ -442,9 +529,9 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             break;
         }
         iv_loss += loss;
-        iv_n += B;
+        iv_n += Bg;
         iv_wait += wait;
-        for (int i = 0; i < B; i++) iv_correct += pred[i] == lab[i];
+        iv_correct += correct;
         res->last_loss = iv_loss / iv_n;
         res->last_acc = (double)iv_correct / iv_n;
         int last = s == spe - 1 || g == total - 1;
@@ -461,21 +548,22 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             double el = ct_now() - iv_t0, ips = iv_n / (ct_now() - t_iv);
             if (tty) {
                 int w = 24, fill = (int)(w * (s + 1) / spe);
-                fprintf(out, "\repoch %d/%d [%.*s%*s] %ld/%ld loss %.4f acc %5.1f%% %6.0f img/s data-wait %4.1f%% ", epoch + 1,
+                fprintf(out, "\repoch %d/%d [%.*s%*s] %ld/%ld loss %.4f acc %5.1f%% %6.0f img/s data-wait %4.1f%%%s ", epoch + 1,
                         o->epochs, fill, "========================", w - fill, "", s + 1, spe, res->last_loss,
-                        100 * res->last_acc, ips, 100 * iv_wait / el);
+                        100 * res->last_acc, ips, 100 * iv_wait / el, ar_note(&gs, &iv_ar, arbuf, sizeof arbuf));
                 if (last) fputc('\n', out);
                 fflush(out);
             } else {
-                fprintf(out, "epoch %d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s data-wait %.1f%%\n", epoch + 1, s + 1, spe,
-                        res->last_loss, 100 * res->last_acc, ips, 100 * iv_wait / el);
+                fprintf(out, "epoch %d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s data-wait %.1f%%%s\n", epoch + 1, s + 1, spe,
+                        res->last_loss, 100 * res->last_acc, ips, 100 * iv_wait / el, ar_note(&gs, &iv_ar, arbuf, sizeof arbuf));
             }
-            if (!tty || last) { iv_loss = 0; iv_correct = 0; iv_n = 0; iv_wait = 0; t_iv = iv_t0 = ct_now(); }
+            if (!tty || last) { iv_loss = 0; iv_correct = 0; iv_n = 0; iv_wait = 0; t_iv = iv_t0 = ct_now(); iv_ar = gs; }
         }
         int eval_now = test && ((o->eval_every > 0 && (g + 1) % o->eval_every == 0 && !last) || (last && s == spe - 1) ||
                                 (last && g == total - 1));
         if (eval_now) {
             double te = ct_now();
+            ct_dist_average_running_stats(&m);
             ct_eval_result ev;
             if ((rc = ct_evaluate(&m, test, o->eval_src, o->limit_test, o->scale, o->shift, &ev))) break;
             res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
@@ -492,16 +580,16 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             t_iv += ct_now() - te;
             iv_t0 += ct_now() - te;
         }
-        int stop = g_signal != 0;
         if (o->checkpoint && (stop || s == spe - 1 || g == total - 1 || (o->checkpoint_every > 0 && (g + 1) % o->checkpoint_every == 0))) {
             double tk = ct_now();
-            if ((rc = save_checkpoint(o, &m, g + 1, n, &buf, kept, &n_kept))) break;
+            ct_dist_average_running_stats(&m);
+            if (writer && (rc = save_checkpoint(o, &m, g + 1, n, &buf, kept, &n_kept))) break;
             t_iv += ct_now() - tk;
             iv_t0 += ct_now() - tk;
         }
         if (stop) {
             g++;
-            res->signal = g_signal;
+            res->signal = g_signal ? g_signal : SIGTERM; /* another rank got it */
             rc = ct_fail(CT_EINTR, "stopped by %s after step %lld%s%s", g_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)g,
                          o->checkpoint ? "; saved " : "", o->checkpoint ? o->checkpoint : "");
             break;
@@ -515,6 +603,14 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         if (st.producer_rate > 0) res->producer_rate = st.producer_rate;
     }
     if (f.mode == FEED_SYNC && res->total_s > 0) res->producer_rate = images / (res->wait_s > 1e-9 ? res->wait_s : 1e-9);
+    if (dist) {
+        res->ranks = R;
+        if (gs.steps) {
+            res->allreduce_ms = 1e3 * gs.ar_s / gs.steps;
+            res->hidden_frac = gs.ar_s > 0 ? gs.hidden_s / gs.ar_s : 0;
+            res->exposed_ms = 1e3 * gs.exposed_s / gs.steps;
+        }
+    }
     res->images_per_s = res->total_s > 0 ? images / res->total_s : 0;
     if (t_compute > 0) res->compute_rate = images / t_compute;
     double bound = res->compute_rate;
@@ -529,6 +625,15 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         if (f.mode != FEED_RESIDENT) fprintf(out, "; producer %.0f images/s", res->producer_rate);
         fprintf(out, ", compute %.0f images/s, achieved %.0f images/s, pipeline efficiency %.2f\n", res->compute_rate,
                 res->images_per_s, res->efficiency);
+    }
+    if (!rc && dist) {
+        ct_dist_average_running_stats(&m);
+        if (!ct_dist_params_agree(&m)) {
+            rc = ct_fail(CT_EDEVICE, "the ranks' parameters differ after training (the all-reduce gave ranks different sums)");
+        } else if (!o->quiet) {
+            fprintf(out, "all-reduce: %.2f ms per step, %.0f%% of it hidden behind backward, %.2f ms exposed; parameters identical on all %d ranks\n",
+                    res->allreduce_ms, 100 * res->hidden_frac, res->exposed_ms, R);
+        }
     }
     if (!rc && o->keep_params) {
         res->n_params = m.n_params;
@@ -555,6 +660,7 @@ done:
     ct_cl_release(&f.dev_idx);
     free(f.host_img); free(f.host_lab); free(f.perm);
     free(pred);
+    ct_grad_sync_free(&gs);
     ct_model_free(&m);
     if (cl.ctx) ct_cl_close(&cl);
     return rc;

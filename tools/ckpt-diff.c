@@ -1,0 +1,36 @@
+/* ckpt-diff A B: how far apart the parameters of two cltrain checkpoints
+ * are: ||a - b|| / ||b|| over all parameters, and the largest absolute
+ * difference. Used by tests/mpi.sh (N ranks against one rank) and handy to
+ * compare runs. Exit 0, or 2 when a file is bad or the models differ. */
+#include "cltrain/checkpoint.h"
+#include "cltrain/common.h"
+#include <math.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: ckpt-diff A.ckpt B.ckpt\n");
+        return 2;
+    }
+    ct_ckpt a, b;
+    if (ct_ckpt_load(&a, argv[1]) || ct_ckpt_load(&b, argv[2])) {
+        fprintf(stderr, "ckpt-diff: %s\n", ct_last_error());
+        return 2;
+    }
+    if (a.n_params != b.n_params || strcmp(a.cfg, b.cfg)) {
+        fprintf(stderr, "ckpt-diff: %s and %s hold different models\n", argv[1], argv[2]);
+        return 2;
+    }
+    double d2 = 0, b2 = 0, dmax = 0;
+    for (size_t i = 0; i < a.n_params; i++) {
+        double d = (double)a.params[i] - b.params[i];
+        d2 += d * d;
+        b2 += (double)b.params[i] * b.params[i];
+        if (fabs(d) > dmax || d != d) dmax = fabs(d);
+    }
+    printf("relative difference %.3e, max abs difference %.3e, %zu parameters, steps %lld and %lld\n",
+           sqrt(d2 / (b2 > 0 ? b2 : 1)), dmax, a.n_params, (long long)a.next_batch, (long long)b.next_batch);
+    ct_ckpt_free(&a);
+    ct_ckpt_free(&b);
+    return 0;
+}
