@@ -35,7 +35,7 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 .PHONY: all test check run bench asan tsan install clean deps
-all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar $(BUILD)/tools/ckpt-diff
+all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar $(BUILD)/tools/make-font-dataset $(BUILD)/tools/ckpt-diff
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -48,6 +48,10 @@ $(BUILD)/tools/embed: tools/embed.c
 	$(CC) -std=c11 -O1 -Wall -Wextra $< -o $@
 # a generator of small learnable CIFAR-format sets, for the tests
 $(BUILD)/tools/make-cifar: tools/make-cifar.c include/cltrain/common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -lm
+# a renderer of font-classification image sets from the Debian CJK fonts
+$(BUILD)/tools/make-font-dataset: tools/make-font-dataset.c include/cltrain/common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -lm
 

@@ -5,7 +5,9 @@ set -e
 pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
 libclblast-dev libstb-dev libinih-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
 libopenmpi-dev openmpi-bin
-dataset-fashion-mnist python3 python3-venv"
+dataset-fashion-mnist python3 python3-venv
+fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-arphic-bkai00mp
+fonts-arphic-bsmi00lp fonts-wqy-zenhei fonts-wqy-microhei"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
