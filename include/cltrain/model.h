@@ -63,6 +63,10 @@ typedef struct ct_model {
 int ct_model_parse(ct_model *m, const char *text, const char *name);
 /* Load --model NAME|FILE.cfg: a path if it contains '/' or ends in .cfg, else a built-in. */
 int ct_model_load(ct_model *m, const char *spec);
+/* The same, fitted to the data: the [net] section's height, width, channels
+ * and classes and the last [dense] section's outputs are set to these, and
+ * m->cfg holds the rewritten text (so checkpoints load without the data). */
+int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int classes);
 /* Check the data shape fits the model's input. */
 int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name);
 /* Allocate every device buffer for batch size `batch` (nothing is allocated later). */

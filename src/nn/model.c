@@ -238,8 +238,10 @@ int ct_model_parse(ct_model *m, const char *text, const char *name) {
     return 0;
 }
 
-int ct_model_load(ct_model *m, const char *spec) {
-    memset(m, 0, sizeof *m); /* every failure leaves *m safe to ct_model_free */
+/* The text of --model SPEC: a file when it contains '/' or ends in .cfg, else a
+ * built-in. *text is malloc'd. */
+static int model_text(const char *spec, char **text) {
+    *text = NULL;
     size_t n = strlen(spec);
     if (strchr(spec, '/') || (n > 4 && !strcmp(spec + n - 4, ".cfg"))) {
         FILE *f = fopen(spec, "rb");
@@ -251,20 +253,80 @@ int ct_model_load(ct_model *m, const char *spec) {
         if (toolong) { free(buf); return ct_fail(CT_EINPUT, "%s: model file larger than 1 MiB", spec); }
         buf[got] = 0;
         if (strlen(buf) != got) { free(buf); return ct_fail(CT_EINPUT, "%s: not a text file", spec); }
-        int rc = ct_model_parse(m, buf, spec);
-        free(buf);
-        return rc;
+        *text = buf;
+        return 0;
     }
     char want[300];
     snprintf(want, sizeof want, "%s.cfg", spec);
     for (const struct ct_embedded *e = ct_embedded_models; e->name; e++)
-        if (!strcmp(e->name, want)) return ct_model_parse(m, e->src, spec);
+        if (!strcmp(e->name, want)) { *text = strdup(e->src); return 0; }
     char known[1024] = "";
     for (const struct ct_embedded *e = ct_embedded_models; e->name; e++) {
         size_t l = strlen(known);
         snprintf(known + l, sizeof known - l, "%s%.*s", l ? ", " : "", (int)(strlen(e->name) - 4), e->name);
     }
     return ct_fail(CT_EINPUT, "--model %s: no such built-in model (built-ins: %s) and not a .cfg file", spec, known);
+}
+
+int ct_model_load(ct_model *m, const char *spec) {
+    memset(m, 0, sizeof *m); /* every failure leaves *m safe to ct_model_free */
+    char *text;
+    int rc = model_text(spec, &text);
+    if (!rc) rc = ct_model_parse(m, text, spec);
+    free(text);
+    return rc;
+}
+
+/* the key of a "key = value" line, trimmed, or "" */
+static void line_key(const char *l, size_t len, char *key, size_t cap) {
+    size_t i = 0, k = 0;
+    while (i < len && isspace((unsigned char)l[i])) i++;
+    while (i < len && l[i] != '=' && !isspace((unsigned char)l[i]) && k + 1 < cap) key[k++] = l[i++];
+    while (i < len && isspace((unsigned char)l[i])) i++;
+    if (i >= len || l[i] != '=') k = 0;
+    key[k] = 0;
+}
+
+int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int classes) {
+    memset(m, 0, sizeof *m);
+    char *text;
+    int rc = model_text(spec, &text);
+    if (rc) return rc;
+    /* pass 1: where the last [dense] section starts; pass 2: rewrite the
+     * [net] shape and that section's outputs, line by line */
+    const char *last_dense = NULL;
+    for (const char *p = text; *p;) {
+        const char *q = p;
+        while (*q == ' ' || *q == '\t') q++;
+        if (!strncmp(q, "[dense]", 7) || !strncmp(q, "[connected]", 11)) last_dense = p;
+        const char *e = strchr(p, '\n');
+        p = e ? e + 1 : p + strlen(p);
+    }
+    size_t cap = strlen(text) + 256, used = 0;
+    char *out = ct_xmalloc(cap);
+    int section = 0; /* 1: [net], 2: the last [dense] */
+    for (const char *p = text; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        const char *q = p;
+        while (*q == ' ' || *q == '\t') q++;
+        if (*q == '[') section = !strncmp(q, "[net]", 5) ? 1 : p == last_dense ? 2 : 0;
+        char key[32];
+        line_key(p, len, key, sizeof key);
+        int v = -1;
+        if (section == 1 && !strcmp(key, "height")) v = h;
+        else if (section == 1 && !strcmp(key, "width")) v = w;
+        else if (section == 1 && !strcmp(key, "channels")) v = c;
+        else if (section == 1 && !strcmp(key, "classes")) v = classes;
+        else if (section == 2 && !strcmp(key, "outputs")) v = classes;
+        if (v >= 0) used += (size_t)snprintf(out + used, cap - used, "%s=%d\n", key, v);
+        else used += (size_t)snprintf(out + used, cap - used, "%.*s\n", (int)len, p);
+        p = e ? e + 1 : p + len;
+    }
+    free(text);
+    rc = ct_model_parse(m, out, spec);
+    free(out);
+    return rc;
 }
 
 int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name) {
