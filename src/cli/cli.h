@@ -6,5 +6,6 @@ int cli_fail(int code);
 int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data);
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 extern const char *g_confusion_png, *g_augment, *g_labels;
 #endif

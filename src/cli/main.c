@@ -296,6 +296,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "cifar100")) return cmd_cifar(argc - 1, argv + 1, 100);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
     ct_fail(CT_EINPUT, "unknown command '%s'; see `cltrain --help`", cmd);
     return cli_fail(CT_EINPUT);
 }
