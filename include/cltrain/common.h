@@ -44,6 +44,9 @@ void *ct_xcalloc(size_t n, size_t size);
 /* mkdir -p: 0, or -1 with errno set (also when dir exists but is no folder). */
 int ct_mkdir_p(const char *dir);
 
+/* CRC32C (Castagnoli) of n bytes: hardware crc32 on x86-64 with SSE4.2, else slice-by-8. */
+uint32_t ct_crc32c(const void *data, size_t n);
+
 /* Monotonic seconds. */
 double ct_now(void);
 

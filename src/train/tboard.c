@@ -11,22 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-uint32_t ct_crc32c(const void *data, size_t n) {
-    static uint32_t table[256];
-    static int ready;
-    if (!ready) { /* idempotent: racing initialisers write the same values */
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-            table[i] = c;
-        }
-        ready = 1;
-    }
-    uint32_t c = 0xFFFFFFFFu;
-    const uint8_t *p = data;
-    for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
 
 static uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
