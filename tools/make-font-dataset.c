@@ -1,7 +1,7 @@
 /* make-font-dataset.c: render a font-classification image set from the
  * Debian CJK fonts: one class per font, one grayscale PNG per character.
  *
- * Each class is a font from the table below (Kai, Ming, Song and Hei styles
+ * Each class is a font from the table below (Kai, Ming/Song and Hei designs
  * from the fonts-arphic-* and fonts-wqy-* packages); each image is one of the
  * most common simplified Chinese characters (built-in list of 2000, in
  * frequency order). --chars N takes the first N of them that have a glyph
@@ -64,14 +64,16 @@ typedef struct {
     const char *package; /* the Debian package that installs the file */
 } font_entry;
 
-/* The first four (one per style) are the default --fonts 4. */
+/* The first four (four distinct designs: Kai, Ming/Song, two Hei) are the default --fonts 4. */
 static const font_entry font_table[] = {
     {"ukai", "Kai", "arphic/ukai.ttc", 0, "fonts-arphic-ukai"},                       /* AR PL UKai CN */
     {"uming", "Ming", "arphic/uming.ttc", 0, "fonts-arphic-uming"},                   /* AR PL UMing CN */
-    {"gbsn00lp", "Song", "arphic-gbsn00lp/gbsn00lp.ttf", 0, "fonts-arphic-gbsn00lp"}, /* AR PL SungtiL GB */
     {"wqy-zenhei", "Hei", "wqy/wqy-zenhei.ttc", 0, "fonts-wqy-zenhei"},               /* WenQuanYi Zen Hei */
+    {"wqy-microhei", "Hei", "wqy/wqy-microhei.ttc", 0, "fonts-wqy-microhei"},         /* WenQuanYi Micro Hei (Droid-derived) */
+    /* the next ones repeat a design above: Arphic's GB Song is the same design
+     * as its Ming (Song and Ming name one style), GB Kai the same as UKai */
+    {"gbsn00lp", "Song", "arphic-gbsn00lp/gbsn00lp.ttf", 0, "fonts-arphic-gbsn00lp"}, /* AR PL SungtiL GB */
     {"gkai00mp", "Kai", "arphic-gkai00mp/gkai00mp.ttf", 0, "fonts-arphic-gkai00mp"},  /* AR PL KaitiM GB */
-    {"wqy-microhei", "Hei", "wqy/wqy-microhei.ttc", 0, "fonts-wqy-microhei"},         /* WenQuanYi Micro Hei */
     {"bsmi00lp", "Ming", "arphic-bsmi00lp/bsmi00lp.ttf", 0, "fonts-arphic-bsmi00lp"}, /* AR PL Mingti2L Big5 */
     {"bkai00mp", "Kai", "arphic-bkai00mp/bkai00mp.ttf", 0, "fonts-arphic-bkai00mp"},  /* AR PL KaitiM Big5 */
 };
@@ -137,7 +139,7 @@ static void usage(FILE *f) {
             "Usage: " PROG " [--fonts N|LIST] [--chars N] [--size S] [--seed X] [--jitter F] OUTDIR\n"
             "Render a font-classification image set: OUTDIR/<font>/U+XXXX.png, one folder per\n"
             "font, one SxS grayscale PNG (white glyph on black) per common Chinese character.\n"
-            "  --fonts N     the first N fonts of the list below (default 4: one per style)\n"
+            "  --fonts N     the first N fonts of the list below (default 4: distinct designs)\n"
             "  --fonts LIST  fonts by name, comma-separated (e.g. ukai,uming)\n"
             "  --chars N     characters per font (default 500, at most %d): the most common ones\n"
             "                that have a glyph in every chosen font\n"

@@ -72,6 +72,7 @@ typedef struct ct_grad_sync {
     double ar_s;               /* time some bucket's all-reduce was in flight, summed */
     double hidden_s;           /* the part of it before backward had finished on the device */
     double exposed_s;          /* time after backward finished until the gradients were summed */
+    double window_s;           /* backward time left after the first bucket's all-reduce started (what can hide it) */
     size_t bytes;              /* gradient bytes per step */
 } ct_grad_sync;
 

@@ -37,8 +37,9 @@ typedef struct ct_train_opts {
     const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval` */
     const char *logdir;    /* --logdir: metrics.csv and a TensorBoard event file */
     const ct_source *train_src, *eval_src; /* samples through these instead of bytes*scale+shift (augmentation) */
+    int fit_model;         /* fit the model's input shape and classes to the data (ct_model_load_shaped) */
     char **class_names;    /* stored in checkpoints (image folders: `cltrain predict` needs them) */
-    size_t bucket_bytes;   /* data-parallel: gradient all-reduce bucket size (0: 4 MiB) */
+    size_t bucket_bytes;   /* data-parallel: gradient all-reduce bucket size (0: 1 MiB) */
 } ct_train_opts;
 
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
@@ -67,6 +68,9 @@ typedef struct ct_train_result {
     double allreduce_ms;   /* per step: time some bucket's all-reduce was in flight */
     double hidden_frac;    /* the part of it while backward was still running on the device */
     double exposed_ms;     /* per step: time from backward's end until the gradients were summed */
+    double window_ms;      /* per step: backward time left once the first bucket's all-reduce started */
+    double grad_mb;        /* gradient megabytes all-reduced per step */
+    int buckets;
     float *params;         /* with keep_params: n_params floats, caller frees */
     size_t n_params;
 } ct_train_result;

@@ -3,6 +3,7 @@
  * back to back in the same process (absolute times drift on shared machines).
  * Results are validated by the test suite before they are timed here. */
 #include "cli.h"
+#include "cltrain/dist.h"
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,9 +34,18 @@ static void layer_flops(const ct_layer *L, int B, int first, double *fwd, double
     *bwd = first ? f : 2 * f;
 }
 
+/* --model, fitted to --size and --channels when given */
+static int load_model(ct_model *m, const char *spec) {
+    int rc = ct_model_load(m, spec);
+    if (rc || (!g_size && !g_channels)) return rc;
+    int c = g_channels ? g_channels : m->in_c, classes = m->n_classes, h = g_size ? g_size : m->in_h, w = g_size ? g_size : m->in_w;
+    ct_model_free(m);
+    return ct_model_load_shaped(m, spec, h, w, c, classes);
+}
+
 static int setup_model(ct_model *m, ct_cl *cl, const ct_train_opts *o, int gemm_mode) {
     memset(cl, 0, sizeof *cl);
-    int rc = ct_model_load(m, o->model);
+    int rc = load_model(m, o->model);
     if (!rc) rc = ct_cl_open(cl, o->device);
     if (!rc) rc = ct_model_setup(m, cl, o->batch, gemm_mode);
     if (rc) {
@@ -259,6 +269,85 @@ out:
     return rc;
 }
 
+/* Data-parallel scaling, under `mpirun -np N cltrain bench dist`: rank 0
+ * trains alone first (the others wait without spinning), then all N ranks
+ * train together on the same per-rank batch; both on random bytes in memory,
+ * so only compute and communication are timed. Then the model of what a
+ * cluster would give: ring all-reduce time 2(N-1)/N x S / bandwidth plus a
+ * latency per message, of which the backward still running hides up to the
+ * measured overlap window. */
+static int bench_dist(const ct_train_opts *base) {
+    ct_model probe;
+    int rc = load_model(&probe, base->model);
+    if (rc) return rc;
+    ct_train_opts o = *base;
+    o.quiet = 1;
+    o.producers = 0;
+    o.fit_model = g_size || g_channels;
+    if (!o.max_steps) o.max_steps = 20;
+    const int R = ct_world.size;
+    ct_dataset ds = {.n = (int)((o.max_steps + 1) * o.batch * R), .h = probe.in_h, .w = probe.in_w, .c = probe.in_c,
+                     .n_classes = probe.n_classes};
+    double params = (double)probe.n_params;
+    ct_model_free(&probe);
+    size_t sz = (size_t)ds.h * ds.w * ds.c;
+    ds.images = ct_xmalloc(sz * ds.n);
+    ds.labels = ct_xmalloc((size_t)ds.n);
+    ct_rng r = ct_rng_make(o.seed, 99, 0);
+    for (size_t i = 0; i < sz * ds.n; i++) ds.images[i] = (uint8_t)ct_rng_below(&r, 256);
+    for (int i = 0; i < ds.n; i++) ds.labels[i] = (uint8_t)ct_rng_below(&r, (uint32_t)ds.n_classes);
+    ct_train_result r1, rn;
+    memset(&r1, 0, sizeof r1);
+    /* 1. rank 0 alone */
+    if (ct_world.rank == 0) {
+        ct_dist saved = ct_world;
+        ct_world.size = 1;
+        rc = ct_train(&o, &ds, NULL, &r1, stdout);
+        ct_world = saved;
+    }
+    ct_dist_barrier();
+    /* 2. every rank */
+    if (!rc && R > 1) rc = ct_train(&o, &ds, NULL, &rn, stdout);
+    ct_dataset_free(&ds);
+    if (rc || ct_world.rank) return rc;
+    double S = params * 4, t1 = o.batch / r1.images_per_s;
+    printf("cltrain bench dist: model %s, %.2f M parameters (%.1f MB of gradients per step), batch %d per rank, %ld steps, %d rank%s\n",
+           o.model, params * 1e-6, S * 1e-6, o.batch, o.max_steps, R, R == 1 ? "" : "s");
+    printf("%-24s %10s %9s %18s %8s %12s %10s\n", "", "images/s", "step ms", "all-reduce ms/step", "hidden", "exposed ms", "overlap ms");
+    printf("%-24s %10.1f %9.1f\n", "1 rank (rank 0 alone)", r1.images_per_s, 1e3 * t1);
+    if (R > 1) {
+        char lab[32];
+        snprintf(lab, sizeof lab, "%d ranks", R);
+        printf("%-24s %10.1f %9.1f %18.2f %7.0f%% %12.2f %10.2f\n", lab, rn.images_per_s, 1e3 * R * o.batch / rn.images_per_s,
+               rn.allreduce_ms, 100 * rn.hidden_frac, rn.exposed_ms, rn.window_ms);
+        printf("scaling efficiency: %.1f / (%d x %.1f) = %.2f   (%d buckets of up to %.0f MB)\n", rn.images_per_s, R, r1.images_per_s,
+               rn.images_per_s / (R * r1.images_per_s), rn.buckets, (o.bucket_bytes ? o.bucket_bytes : (size_t)1 << 20) / 1048576.0);
+        double moved = 2.0 * (R - 1) / R * S;
+        printf("measured: each rank moved %.1f MB per step (ring: 2(N-1)/N x S); %.2f GB/s effective over this node's shared memory\n",
+               moved * 1e-6, rn.allreduce_ms > 0 ? moved / (rn.allreduce_ms * 1e-3) * 1e-9 : 0);
+    } else {
+        printf("(one rank: run under `mpirun -np N` for the N-rank figures)\n");
+    }
+    /* the model, with this machine's compute time per step and overlap window */
+    double window = R > 1 ? rn.window_ms * 1e-3 : 0.5 * t1; /* without a measurement: backward ~ half a step */
+    const struct { const char *link; double bw, lat; } links[] = {
+        {"10 GbE", 1.25e9, 20e-6}, {"100 Gb InfiniBand", 12.5e9, 2e-6}, {"NVLink-class 300 GB/s", 300e9, 2e-6}};
+    printf("model: step(N) = compute + max(0, allreduce(N) - overlap); allreduce(N) = 2(N-1)/N x %.1f MB / bandwidth + 2(N-1) x latency x buckets\n",
+           S * 1e-6);
+    printf("       with compute %.1f ms and overlap %.1f ms per step as measured here:\n", 1e3 * t1, 1e3 * window);
+    int nb = R > 1 && rn.buckets ? rn.buckets : 1;
+    for (size_t k = 0; k < sizeof links / sizeof *links; k++) {
+        printf("  %-22s", links[k].link);
+        for (int N = 2; N <= 64; N *= 4) {
+            double ar = 2.0 * (N - 1) / N * S / links[k].bw + 2.0 * (N - 1) * links[k].lat * nb;
+            double step = t1 + (ar > window ? ar - window : 0);
+            printf("  N=%-2d all-reduce %6.1f ms, efficiency %.2f", N, ar * 1e3, t1 / step);
+        }
+        printf("\n");
+    }
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) {
         ct_fail(CT_EINPUT, "bench needs one of: kernels, train, pipeline; see `cltrain --help`");
@@ -274,6 +363,7 @@ int cmd_bench(int argc, char **argv) {
     else if (!strcmp(what, "train")) rc = bench_train(&o, o.max_steps ? (int)o.max_steps : 20);
     else if (!strcmp(what, "pipeline")) rc = bench_pipeline(&o, data);
     else if (!strcmp(what, "probe")) rc = bench_probe(&o);
-    else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train or pipeline", what);
+    else if (!strcmp(what, "dist")) rc = bench_dist(&o);
+    else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train, pipeline or dist", what);
     return rc ? cli_fail(rc) : 0;
 }

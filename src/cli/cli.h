@@ -7,5 +7,29 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data);
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
+int cmd_images(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int train_exit(int rc, const ct_train_result *res);
 extern const char *g_confusion_png, *g_augment, *g_labels;
+extern int g_size, g_channels, g_strict, g_top;
+extern double g_val_split;
+
+/* An image data set for training or evaluation: a folder of class folders
+ * (decoded by the producers) or the shards `cltrain pack` wrote. ds[split]
+ * are shells (n, shape, classes, names; no pixels) for ct_train/ct_evaluate,
+ * src[split] the sources that load samples. */
+#include "cltrain/images.h"
+#include "cltrain/shard.h"
+typedef struct cli_imageset {
+    int shards;                /* 1: read from shards */
+    ct_imgdir dir;
+    ct_imgdir_src_ctx ctx[2];
+    ct_shardset set[2];
+    ct_source src[2];
+    ct_dataset ds[2];
+} cli_imageset;
+/* size/channels 0: from the shards, or 64 and 3 for a folder. */
+int cli_imageset_open(cli_imageset *s, const char *path, int size, int channels, double val_split, uint64_t seed,
+                      int strict, int need_train);
+void cli_imageset_close(cli_imageset *s);
 #endif

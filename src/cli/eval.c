@@ -58,8 +58,9 @@ int cmd_eval(int argc, char **argv) {
     ct_dataset test = {0};
     int kind = !strcmp(ck.dataset, "mnist") ? CT_MNIST : !strcmp(ck.dataset, "fashion-mnist") ? CT_FASHION_MNIST : 0;
     int cifar = !strcmp(ck.dataset, "cifar10") ? 10 : !strncmp(ck.dataset, "cifar100", 8) ? 100 : 0;
-    if (!kind && !cifar) {
-        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (mnist, fashion-mnist, cifar10, cifar100)", path, ck.dataset);
+    int images = !strncmp(ck.dataset, "images:", 7);
+    if (!kind && !cifar && !images) {
+        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (mnist, fashion-mnist, cifar10, cifar100, images)", path, ck.dataset);
         ct_ckpt_free(&ck);
         return cli_fail(CT_EINPUT);
     }
@@ -70,7 +71,22 @@ int cmd_eval(int argc, char **argv) {
     memset(&m, 0, sizeof m);
     ct_cifar_ctx ectx = {&test, ct_augment_default(CT_AUG_NONE)};
     ct_source esrc;
-    if (cifar) {
+    cli_imageset iset;
+    memset(&iset, 0, sizeof iset);
+    if (images) {
+        /* the held-out split of the folder (same seed and share as training), or the test shards */
+        rc = ct_model_parse(&m, ck.cfg, ck.model_name);
+        int side = m.in_h, ch = m.in_c;
+        ct_model_free(&m);
+        memset(&m, 0, sizeof m);
+        if (!rc) rc = cli_imageset_open(&iset, data, side, ch, atof(ck.dataset + 7), ck.seed, 0, 0);
+        if (!rc && !iset.ds[1].n)
+            rc = ct_fail(CT_EINPUT, "%s: no test images (no test shards, or no held-out split); nothing to evaluate", data);
+        if (!rc) {
+            test = iset.ds[1];
+            esrc = iset.src[1];
+        }
+    } else if (cifar) {
         rc = ct_cifar_load(NULL, &test, data, cifar, strcmp(ck.dataset, "cifar100-coarse") != 0, 0);
         if (!rc) ct_cifar_source_init(&esrc, &ectx);
     } else {
@@ -84,7 +100,7 @@ int cmd_eval(int argc, char **argv) {
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         ct_eval_result ev;
-        rc = ct_evaluate(&m, &test, cifar ? &esrc : NULL, o.limit_test, o.scale, o.shift, &ev);
+        rc = ct_evaluate(&m, &test, cifar || images ? &esrc : NULL, o.limit_test, o.scale, o.shift, &ev);
         printf("%s: model %s, %d parameters, trained %lld steps on %s\n", path, ck.model_name, (int)ck.n_params,
                (long long)ck.next_batch, ck.dataset);
         ct_eval_print(&ev, test.class_names, stdout, 1);
@@ -93,7 +109,8 @@ int cmd_eval(int argc, char **argv) {
     }
     ct_model_free(&m);
     if (cl.ctx) ct_cl_close(&cl);
-    ct_dataset_free(&test);
+    if (images) cli_imageset_close(&iset);
+    else ct_dataset_free(&test);
     ct_ckpt_free(&ck);
     return rc ? cli_fail(rc) : 0;
 }

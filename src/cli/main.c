@@ -19,7 +19,10 @@ static void usage(FILE *f) {
             "  mnist                   train on MNIST digits (datasets/mnist, downloaded if missing)\n"
             "  fashion-mnist           train on Fashion-MNIST (Debian's dataset-fashion-mnist; works offline)\n"
             "  cifar10, cifar100       CIFAR binary batches (datasets/cifar10, downloaded if missing), augmented\n"
+            "  images DIR              train on an image folder (DIR/CLASS/*.png|jpg|...) or on shards from `pack`\n"
+            "  pack DIR OUT            decode and resize DIR's images once into record shards in OUT\n"
             "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
+            "  predict CHECKPOINT IMG...  the top classes of each image, with probabilities\n"
             "  bench kernels|train|pipeline  measured figures, as a table\n\n"
             "Training options:\n"
             "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
@@ -49,8 +52,12 @@ static void usage(FILE *f) {
             "  --augment none|basic|full  (cifar) crop+flip, + brightness/contrast; always standardised [full]\n"
             "  --labels fine|coarse    (cifar100) which labels [fine]\n"
             "  --logdir DIR            write DIR/metrics.csv and a TensorBoard event file\n"
+            "  --size S, --channels 1|3  (images, pack) decode and resize to SxS, grey or RGB [64, 3]\n"
+            "  --val-split F           (images, pack) share of each class held out, without train/ test/ [0.1]\n"
+            "  --strict                (images, pack) an unreadable image is an error, not skipped\n"
+            "  --top K                 (predict) classes shown per image [5]\n"
             "  --confusion-png FILE    (eval) write the confusion matrix as an image\n"
-            "  --bucket-mb X           (mpirun) gradient all-reduce bucket size [4]\n"
+            "  --bucket-mb X           (mpirun) gradient all-reduce bucket size [1]\n"
             "  -h, --help              this help;  -V, --version  version\n\n"
             "Data-parallel: `mpirun -np N cltrain ...` runs N ranks, one device each; --batch-size is per rank.\n"
             "Environment: CLTRAIN_DEVICE, CLTRAIN_DEBUG=1|2, CLTRAIN_SYNC=1, CLTRAIN_KERNEL_DIR,\n"
@@ -85,9 +92,11 @@ static int parse_int_opt(const char *opt, const char *s, long lo, long hi, long 
 
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
-       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET };
+       O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP };
 
 const char *g_confusion_png, *g_augment = "full", *g_labels = "fine";
+int g_size, g_channels, g_strict, g_top = 5;
+double g_val_split = 0.1;
 
 int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) {
     static const struct option opts[] = {
@@ -107,7 +116,9 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"warmup", required_argument, 0, O_WARMUP}, {"confusion-png", required_argument, 0, O_CONFPNG},
         {"logdir", required_argument, 0, O_LOGDIR}, {"augment", required_argument, 0, O_AUGMENT},
         {"labels", required_argument, 0, O_LABELS}, {"progress-every", required_argument, 0, O_PROGRESS},
-        {"bucket-mb", required_argument, 0, O_BUCKET},
+        {"bucket-mb", required_argument, 0, O_BUCKET}, {"size", required_argument, 0, O_SIZE},
+        {"channels", required_argument, 0, O_CHANNELS}, {"val-split", required_argument, 0, O_VALSPLIT},
+        {"strict", no_argument, 0, O_STRICT}, {"top", required_argument, 0, O_TOP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c, lr_set = 0;
     long l;
@@ -173,6 +184,16 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             break;
         case O_PROGRESS: if (!(rc = parse_int_opt("progress-every", optarg, 1, 1L << 30, &l))) o->progress_every = (int)l; break;
         case O_BUCKET: if (!(rc = parse_num("bucket-mb", optarg, 0.001, 4096, &d))) o->bucket_bytes = (size_t)(d * 1048576); break;
+        case O_SIZE: if (!(rc = parse_int_opt("size", optarg, 4, 4096, &l))) g_size = (int)l; break;
+        case O_CHANNELS:
+            if (!(rc = parse_int_opt("channels", optarg, 1, 3, &l))) {
+                if (l == 2) rc = ct_fail(CT_EINPUT, "--channels 2: expected 1 (grey) or 3 (RGB)");
+                else g_channels = (int)l;
+            }
+            break;
+        case O_VALSPLIT: if (!(rc = parse_num("val-split", optarg, 0, 0.9, &d))) g_val_split = d; break;
+        case O_STRICT: g_strict = 1; break;
+        case O_TOP: if (!(rc = parse_int_opt("top", optarg, 1, 1000, &l))) g_top = (int)l; break;
         case O_IOLAT: if (!(rc = parse_int_opt("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]); break;
@@ -186,7 +207,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
 }
 
 /* exit status of a training command: 130 / 143 when a signal stopped it */
-static int train_exit(int rc, const ct_train_result *res) {
+int train_exit(int rc, const ct_train_result *res) {
     if (rc == CT_EINTR) {
         if (ct_world.rank == 0) fprintf(stderr, "cltrain: %s\n", ct_last_error());
         return 128 + res->signal;
@@ -296,6 +317,8 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "cifar100")) return cmd_cifar(argc - 1, argv + 1, 100);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "images")) return cmd_images(argc - 1, argv + 1);
+    if (!strcmp(cmd, "predict")) return cmd_predict(argc - 1, argv + 1);
     if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
     ct_fail(CT_EINPUT, "unknown command '%s'; see `cltrain --help`", cmd);
     return cli_fail(CT_EINPUT);

@@ -298,6 +298,7 @@ void ct_grad_sync_finish(ct_grad_sync *g) {
     g->ar_s += busy;
     g->hidden_s += hidden;
     g->exposed_s += t_last - (t_bwd > t_first ? t_bwd : t_first);
+    g->window_s += t_bwd > t_first ? t_bwd - t_first : 0;
 #else
     (void)g;
     (void)event_done;

@@ -249,7 +249,8 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         if ((rc = ct_model_parse(&m, ck.cfg, ck.model_name))) goto done;
         if (o->model_set) {
             ct_model other;
-            rc = ct_model_load(&other, o->model);
+            rc = o->fit_model ? ct_model_load_shaped(&other, o->model, train->h, train->w, train->c, train->n_classes)
+                              : ct_model_load(&other, o->model);
             int same = !rc && !strcmp(other.cfg, ck.cfg);
             ct_model_free(&other);
             if (rc) goto done;
@@ -274,7 +275,8 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         o->limit_train = ck.n_train;
         o->optim.kind = ck.opt_kind;
         g0 = ck.next_batch;
-    } else if ((rc = ct_model_load(&m, o->model))) {
+    } else if ((rc = o->fit_model ? ct_model_load_shaped(&m, o->model, train->h, train->w, train->c, train->n_classes)
+                                  : ct_model_load(&m, o->model))) {
         goto done;
     }
     rc = ct_model_check_input(&m, train->h, train->w, train->c, train->n_classes, "the training set");
@@ -298,7 +300,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             if (!writer) ct_cl_write(&cl, bufs[k], 0, m.n_params * 4, p);
         }
         free(p);
-        ct_grad_sync_init(&gs, &m, o->bucket_bytes ? o->bucket_bytes : (size_t)4 << 20);
+        ct_grad_sync_init(&gs, &m, o->bucket_bytes ? o->bucket_bytes : (size_t)1 << 20);
     }
     if (o->checkpoint) {
         buf.params = ct_xmalloc(m.n_params * 4);
@@ -500,6 +502,12 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             stop = v[3] > 0;
             m.nonfinite = v[4] > 0;
         }
+        if (dist && k == 0 && total - g0 > 1) {
+            /* all-reduce figures from the second step on: the first one also builds and warms up */
+            gs.steps = 0;
+            gs.ar_s = gs.hidden_s = gs.exposed_s = gs.window_s = 0;
+            iv_ar = gs;
+        }
         double t1 = ct_now();
         if (k == 1) res->compute_rate = Bg / (t1 - tc0 > 1e-9 ? t1 - tc0 : 1e-9);
         /* steady state: leave out the pipeline fill (first step, and auto's two timed steps) */
@@ -603,12 +611,15 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         if (st.producer_rate > 0) res->producer_rate = st.producer_rate;
     }
     if (f.mode == FEED_SYNC && res->total_s > 0) res->producer_rate = images / (res->wait_s > 1e-9 ? res->wait_s : 1e-9);
+    res->grad_mb = m.n_params * 4e-6;
+    res->ranks = R;
     if (dist) {
-        res->ranks = R;
+        res->buckets = gs.n_buckets;
         if (gs.steps) {
             res->allreduce_ms = 1e3 * gs.ar_s / gs.steps;
             res->hidden_frac = gs.ar_s > 0 ? gs.hidden_s / gs.ar_s : 0;
             res->exposed_ms = 1e3 * gs.exposed_s / gs.steps;
+            res->window_ms = 1e3 * gs.window_s / gs.steps;
         }
     }
     res->images_per_s = res->total_s > 0 ? images / res->total_s : 0;
