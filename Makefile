@@ -95,6 +95,7 @@ bench: all
 	$(BUILD)/cltrain bench kernels
 	$(BUILD)/cltrain bench train
 	$(BUILD)/cltrain bench pipeline
+	tools/bench-mpi.sh $(BUILD)
 	tools/bench-pytorch.sh $(BUILD)
 
 # Sanitizer builds go to their own folders; the suite runs on PoCL there too.

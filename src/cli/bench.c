@@ -4,6 +4,12 @@
  * Results are validated by the test suite before they are timed here. */
 #include "cli.h"
 #include "cltrain/dist.h"
+#include <pthread.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include <stb/stb_image_write.h> /* implementation in eval.c */
+#pragma GCC diagnostic pop
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -219,6 +225,116 @@ static int bench_probe(const ct_train_opts *o) {
     return 0;
 }
 
+/* Image input, per producer thread: decoding PNG files against reading
+ * record shards of the same images. 512 PNGs of 128x128x3 (a gradient,
+ * random rectangles and a little noise: a few KB each, like photos of
+ * simple scenes) are written to a temporary folder and packed; each source
+ * then loads every image once in one thread, and again split over 2. */
+typedef struct { const ct_source *src; int lo, hi, rc; } load_arg;
+static void *load_range(void *p) {
+    load_arg *a = p;
+    float *x = ct_xmalloc(sizeof(float) * (size_t)a->src->h * a->src->w * a->src->c);
+    int32_t lab;
+    for (int i = a->lo; i < a->hi && !a->rc; i++) a->rc = a->src->load(a->src->ctx, i, x, &lab, NULL);
+    free(x);
+    return NULL;
+}
+
+static double load_rate(const ct_source *src, int threads, int *rc) {
+    pthread_t t[8];
+    load_arg a[8];
+    double t0 = ct_now();
+    for (int k = 0; k < threads; k++) {
+        a[k] = (load_arg){src, src->n * k / threads, src->n * (k + 1) / threads, 0};
+        pthread_create(&t[k], NULL, load_range, &a[k]);
+    }
+    for (int k = 0; k < threads; k++) {
+        pthread_join(t[k], NULL);
+        if (a[k].rc) *rc = a[k].rc;
+    }
+    return src->n / (ct_now() - t0);
+}
+
+static int bench_image_input(void) {
+    char dir[] = "/tmp/cltrain-bench-img-XXXXXX", path[4200];
+    if (!mkdtemp(dir)) return ct_fail(CT_EIO, "cannot make a temporary folder in /tmp");
+    const int S = 128, C = 3, classes = 4, per = 128;
+    uint8_t *img = ct_xmalloc((size_t)S * S * C);
+    long bytes = 0;
+    int rc = 0;
+    for (int c = 0; c < classes && !rc; c++) {
+        snprintf(path, sizeof path, "%s/class%d", dir, c);
+        ct_mkdir_p(path);
+        for (int i = 0; i < per && !rc; i++) {
+            ct_rng r = ct_rng_make(7, (uint64_t)c, (uint64_t)i);
+            int gx = (int)ct_rng_below(&r, 3), gy = (int)ct_rng_below(&r, 3);
+            for (int y = 0; y < S; y++)
+                for (int x = 0; x < S; x++)
+                    for (int k = 0; k < C; k++) img[(y * S + x) * C + k] = (uint8_t)(40 + gx * x / 2 + gy * y / 3 + 30 * k);
+            for (int q = 0; q < 6; q++) { /* rectangles */
+                int x0 = (int)ct_rng_below(&r, S), y0 = (int)ct_rng_below(&r, S), w = 8 + (int)ct_rng_below(&r, 40),
+                    h = 8 + (int)ct_rng_below(&r, 40);
+                uint8_t col[3] = {(uint8_t)ct_rng_below(&r, 256), (uint8_t)ct_rng_below(&r, 256), (uint8_t)ct_rng_below(&r, 256)};
+                for (int y = y0; y < y0 + h && y < S; y++)
+                    for (int x = x0; x < x0 + w && x < S; x++) memcpy(img + (y * S + x) * C, col, 3);
+            }
+            for (int k = 0; k < S * S * C; k += 7) img[k] = (uint8_t)(img[k] + ct_rng_below(&r, 9) - 4); /* a little noise */
+            snprintf(path, sizeof path, "%s/class%d/%04d.png", dir, c, i);
+            if (!stbi_write_png(path, S, S, C, img, S * C)) rc = ct_fail(CT_EIO, "%s: cannot write", path);
+            struct stat st;
+            if (!rc && !stat(path, &st)) bytes += st.st_size;
+        }
+    }
+    ct_imgdir d;
+    memset(&d, 0, sizeof d);
+    ct_imgdir_src_ctx ctx[2];
+    memset(ctx, 0, sizeof ctx);
+    ct_shardset set;
+    memset(&set, 0, sizeof set);
+    ct_source folder, folder64, shards;
+    if (!rc) rc = ct_imgdir_scan(&d, dir, 0, 1, 1);
+    if (!rc) rc = ct_imgdir_source_init(&folder, &ctx[0], &d, CT_SPLIT_TRAIN, S, C);
+    if (!rc) rc = ct_imgdir_source_init(&folder64, &ctx[1], &d, CT_SPLIT_TRAIN, 64, C);
+    char out[4300];
+    snprintf(out, sizeof out, "%s/shards", dir);
+    if (!rc) {
+        ct_shard_writer w;
+        rc = ct_shard_writer_open(&w, out, "train", S, S, C, d.n_classes, (const char *const *)d.class_names, 1 << 20);
+        for (int i = 0; i < d.split[0].n && !rc; i++) {
+            if (!(rc = ct_image_decode(d.split[0].paths[i], S, C, img))) rc = ct_shard_write(&w, d.split[0].labels[i], img);
+        }
+        if (!rc) rc = ct_shard_writer_close(&w);
+        else ct_shard_writer_abort(&w);
+    }
+    if (!rc) rc = ct_shardset_open(&set, out, "train");
+    if (!rc) rc = ct_shardset_source_init(&shards, &set);
+    if (!rc) {
+        printf("\nimage input per producer thread: %d PNGs of %dx%dx%d, %.1f KB each on average (files in the page cache)\n",
+               d.split[0].n, S, S, C, bytes / 1024.0 / d.split[0].n);
+        printf("%-40s %14s %16s\n", "source", "1 thread img/s", "2 threads img/s");
+        const struct { const char *name; const ct_source *src; } rows[] = {
+            {"PNG files, decode (128x128)", &folder}, {"PNG files, decode + resize to 64x64", &folder64},
+            {"record shards (pack), CRC checked", &shards}};
+        double one[3];
+        for (int k = 0; k < 3 && !rc; k++) {
+            load_rate(rows[k].src, 1, &rc); /* warm the page cache */
+            one[k] = load_rate(rows[k].src, 1, &rc);
+            double two = load_rate(rows[k].src, 2, &rc);
+            printf("%-40s %14.0f %16.0f\n", rows[k].name, one[k], two);
+        }
+        if (!rc) printf("shards / PNG decode: %.1fx per thread at 128x128\n", one[2] / one[0]);
+    }
+    ct_shardset_close(&set);
+    ct_imgdir_source_free(&ctx[0]);
+    ct_imgdir_source_free(&ctx[1]);
+    ct_imgdir_free(&d);
+    free(img);
+    char rm[4400];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm)) {}
+    return rc;
+}
+
 /* The seed experiment behind the design (feed-then-train vs threaded
  * producers), on our kernels and Fashion-MNIST: each input mode in a
  * compute-bound regime (no storage latency), a balanced one (simulated
@@ -263,6 +379,7 @@ static int bench_pipeline(const ct_train_opts *base, const char *data) {
         }
     }
     printf("efficiency = achieved / min(producer rate, compute rate); for synchronous loading the two add up instead\n");
+    rc = bench_image_input();
 out:
     ct_dataset_free(&train);
     ct_dataset_free(&test);
@@ -350,7 +467,7 @@ static int bench_dist(const ct_train_opts *base) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) {
-        ct_fail(CT_EINPUT, "bench needs one of: kernels, train, pipeline; see `cltrain --help`");
+        ct_fail(CT_EINPUT, "bench needs one of: kernels, train, pipeline, dist; see `cltrain --help`");
         return cli_fail(CT_EINPUT);
     }
     const char *what = argv[1];
@@ -364,6 +481,7 @@ int cmd_bench(int argc, char **argv) {
     else if (!strcmp(what, "pipeline")) rc = bench_pipeline(&o, data);
     else if (!strcmp(what, "probe")) rc = bench_probe(&o);
     else if (!strcmp(what, "dist")) rc = bench_dist(&o);
+    else if (!strcmp(what, "images")) rc = bench_image_input();
     else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train, pipeline or dist", what);
     return rc ? cli_fail(rc) : 0;
 }

@@ -23,7 +23,7 @@ static void usage(FILE *f) {
             "  pack DIR OUT            decode and resize DIR's images once into record shards in OUT\n"
             "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
             "  predict CHECKPOINT IMG...  the top classes of each image, with probabilities\n"
-            "  bench kernels|train|pipeline  measured figures, as a table\n\n"
+            "  bench kernels|train|pipeline|dist  measured figures, as tables (dist under mpirun)\n\n"
             "Training options:\n"
             "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
             "  --epochs N              passes over the training set [1]\n"
