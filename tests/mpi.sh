@@ -74,13 +74,22 @@ rc=$?
 if [[ $rc -eq 2 ]] && [[ $(wc -l <"$tmp/e5") -eq 1 ]] && grep -q "trained with 2 ranks" "$tmp/e5"; then ok "resuming a 2-rank checkpoint on 1 rank: exit 2, one line"
 else notok "resuming a 2-rank checkpoint on 1 rank: exit 2, one line" "exit $rc" "$(cat "$tmp/e5")"; fi
 
-# 5. bad input under mpirun: exit 2 and the message, no hang
+# 5. --device lists one device per rank; a rank without a usable one stops the job
+mpi -np 2 "$bin" fashion-mnist --model mlp --steps 2 --device 0:0,0:0 >"$tmp/o8" 2>&1
+rc=$?
+mpi -np 2 "$bin" fashion-mnist --model mlp --steps 2 --device 0:0,7:7 >"$tmp/o9" 2>"$tmp/e9"
+rc9=$?
+if [[ $rc -eq 0 && $(grep -c "^  rank [01]: .*device 0:0" "$tmp/o8") -eq 2 && $rc9 -eq 2 ]] && grep -q "rank 1: --device '7:7': no such device" "$tmp/e9"; then
+  ok "--device 0:0,0:0 gives each rank its device; a bad entry for rank 1 ends the job with exit 2"
+else notok "--device per rank" "exits $rc $rc9" "$(grep rank "$tmp/o8")" "$(head -3 "$tmp/e9")"; fi
+
+# 6. bad input under mpirun: exit 2 and the message, no hang
 mpi -np 2 "$bin" fashion-mnist --epochs 0 >"$tmp/o6" 2>"$tmp/e6"
 rc=$?
 if [[ $rc -eq 2 ]] && grep -q "cltrain: --epochs 0: expected" "$tmp/e6"; then ok "bad option under mpirun: exit 2 with the message"
 else notok "bad option under mpirun: exit 2 with the message" "exit $rc" "$(head -5 "$tmp/e6")"; fi
 
-# 6. fault: kill -9 one rank mid-training; every process is gone within 30 s, exit non-zero
+# 7. fault: kill -9 one rank mid-training; every process is gone within 30 s, exit non-zero
 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" fashion-mnist --steps 100000 --progress-every 5 --seed 7177 >"$tmp/o7" 2>&1 &
 mpid=$!
 for _ in $(seq 1 600); do grep -q "step 10/" "$tmp/o7" && break; sleep 0.1; done

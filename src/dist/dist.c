@@ -240,8 +240,13 @@ void ct_grad_sync_finish(ct_grad_sync *g) {
     int *fin = ct_xcalloc((size_t)nb, sizeof *fin);
     double *ts = ct_xcalloc(2 * (size_t)nb, sizeof *ts); /* each bucket's start and end */
     double t_first = 0, t_bwd = 0, t_last = 0;
+    long nap_ns = 20000;
     while (finished < nb) {
         int progress = 0;
+        if (started == finished && started < nb && t_bwd) {
+            /* nothing in flight and backward is done: just wait for the copy */
+            CL_CHECK(clWaitForEvents(1, &g->b[started].read));
+        }
         /* buckets start in the order backward fills them */
         while (started < nb && event_done(g->b[started].read)) {
             ct_bucket *b = &g->b[started];
@@ -270,7 +275,15 @@ void ct_grad_sync_finish(ct_grad_sync *g) {
             }
         }
         if (!t_bwd && event_done(g->bwd_done)) t_bwd = ct_now();
-        if (!progress) nap();
+        /* back off while nothing moves (the device may have most of backward
+         * left), so polling takes little from the cores PoCL computes on */
+        if (progress) {
+            nap_ns = 20000;
+        } else {
+            struct timespec pause = {0, nap_ns};
+            nanosleep(&pause, NULL);
+            if (nap_ns < 200000) nap_ns *= 2;
+        }
     }
     t_last = ct_now();
     if (!t_bwd) t_bwd = t_last; /* backward finished while we were not looking: count it hidden */

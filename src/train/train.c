@@ -379,6 +379,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     double iv_loss = 0, t_iv = ct_now(), iv_wait = 0, iv_t0 = ct_now();
     long iv_correct = 0, iv_n = 0;
     ct_grad_sync iv_ar = gs; /* all-reduce totals at the interval's start */
+    double sync_wait = 0;      /* data-parallel: time waiting for the other ranks at the end of steps */
     char arbuf[64];
     int j = 0;
     for (g = g0; g < total; g++) {
@@ -495,7 +496,9 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         if (dist) {
             /* one small all-reduce per step: global loss and accuracy, and agreement on stopping */
             double v[5] = {loss, correct, B, stop, m.nonfinite};
+            double tw = ct_now();
             ct_dist_sum(v, 5);
+            sync_wait += ct_now() - tw;
             loss = v[0];
             correct = (int)v[1];
             Bg = (int)v[2];
@@ -637,6 +640,8 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         fprintf(out, ", compute %.0f images/s, achieved %.0f images/s, pipeline efficiency %.2f\n", res->compute_rate,
                 res->images_per_s, res->efficiency);
     }
+    if (dist) CT_DEBUG(1, "rank %d: %.1f ms per step waiting for the other ranks at step ends, %.1f ms in gradient all-reduce",
+                       ct_world.rank, 1e3 * sync_wait / (g - g0 > 0 ? g - g0 : 1), gs.steps ? 1e3 * gs.ar_s / gs.steps : 0.0);
     if (!rc && dist) {
         ct_dist_average_running_stats(&m);
         if (!ct_dist_params_agree(&m)) {

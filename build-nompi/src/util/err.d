@@ -1,0 +1,2 @@
+build-nompi/src/util/err.o: src/util/err.c include/cltrain/common.h
+include/cltrain/common.h:
