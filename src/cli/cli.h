@@ -3,6 +3,8 @@
 #define CLTRAIN_CLI_H
 #include "cltrain/train.h"
 int cli_fail(int code);
+/* --opt VALUE as a whole number in lo..hi, or CT_EINPUT naming the option. */
+int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data);
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

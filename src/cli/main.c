@@ -80,7 +80,7 @@ static int parse_num(const char *opt, const char *s, double lo, double hi, doubl
     return 0;
 }
 
-static int parse_int_opt(const char *opt, const char *s, long lo, long hi, long *out) {
+int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -129,8 +129,8 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         int rc = 0;
         switch (c) {
         case O_MODEL: o->model = optarg; o->model_set = 1; break;
-        case O_EPOCHS: if (!(rc = parse_int_opt("epochs", optarg, 1, 100000, &l))) o->epochs = (int)l; break;
-        case O_BATCH: if (!(rc = parse_int_opt("batch-size", optarg, 1, 4096, &l))) o->batch = (int)l; break;
+        case O_EPOCHS: if (!(rc = cli_parse_int("epochs", optarg, 1, 100000, &l))) o->epochs = (int)l; break;
+        case O_BATCH: if (!(rc = cli_parse_int("batch-size", optarg, 1, 4096, &l))) o->batch = (int)l; break;
         case O_LR: if (!(rc = parse_num("lr", optarg, 0, 1e9, &d))) { o->optim.lr = (float)d; lr_set = 1; } break;
         case O_OPT:
             if (!strcmp(optarg, "adam")) o->optim.kind = CT_OPT_ADAM;
@@ -139,8 +139,8 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             break;
         case O_MOM: if (!(rc = parse_num("momentum", optarg, 0, 1, &d))) o->optim.momentum = (float)d; break;
         case O_WD: if (!(rc = parse_num("weight-decay", optarg, 0, 10, &d))) o->optim.wd = (float)d; break;
-        case O_SEED: if (!(rc = parse_int_opt("seed", optarg, 0, 0x7fffffffffffffffL, &l))) o->seed = (uint64_t)l; break;
-        case O_EVAL: if (!(rc = parse_int_opt("eval-every", optarg, 0, 1L << 40, &l))) o->eval_every = (int)l; break;
+        case O_SEED: if (!(rc = cli_parse_int("seed", optarg, 0, 0x7fffffffffffffffL, &l))) o->seed = (uint64_t)l; break;
+        case O_EVAL: if (!(rc = cli_parse_int("eval-every", optarg, 0, 1L << 40, &l))) o->eval_every = (int)l; break;
         case O_DATA: *data = optarg; break;
         case O_DEVICE: o->device = optarg; break;
         case O_GEMM:
@@ -149,19 +149,19 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             else if (!strcmp(optarg, "auto")) o->gemm = CT_GEMM_AUTO;
             else rc = ct_fail(CT_EINPUT, "--gemm %s: expected native, clblast or auto", optarg);
             break;
-        case O_STEPS: if (!(rc = parse_int_opt("steps", optarg, 1, 1L << 40, &l))) o->max_steps = l; break;
-        case O_LTRAIN: if (!(rc = parse_int_opt("limit-train", optarg, 1, 1L << 30, &l))) o->limit_train = (int)l; break;
-        case O_LTEST: if (!(rc = parse_int_opt("limit-test", optarg, 1, 1L << 30, &l))) o->limit_test = (int)l; break;
+        case O_STEPS: if (!(rc = cli_parse_int("steps", optarg, 1, 1L << 40, &l))) o->max_steps = l; break;
+        case O_LTRAIN: if (!(rc = cli_parse_int("limit-train", optarg, 1, 1L << 30, &l))) o->limit_train = (int)l; break;
+        case O_LTEST: if (!(rc = cli_parse_int("limit-test", optarg, 1, 1L << 30, &l))) o->limit_test = (int)l; break;
         case O_QUIET: o->quiet = 1; break;
         case O_PROD:
             if (!strcmp(optarg, "auto")) o->producers = -1;
-            else if (!(rc = parse_int_opt("producers", optarg, 0, 256, &l))) o->producers = (int)l;
+            else if (!(rc = cli_parse_int("producers", optarg, 0, 256, &l))) o->producers = (int)l;
             break;
-        case O_PREFETCH: if (!(rc = parse_int_opt("prefetch", optarg, 2, 4096, &l))) o->prefetch = (int)l; break;
+        case O_PREFETCH: if (!(rc = cli_parse_int("prefetch", optarg, 2, 4096, &l))) o->prefetch = (int)l; break;
         case O_RESIDENT: o->resident = 1; break;
         case O_CKPT: o->checkpoint = optarg; break;
-        case O_CKPT_EVERY: if (!(rc = parse_int_opt("checkpoint-every", optarg, 1, 1L << 40, &l))) o->checkpoint_every = (int)l; break;
-        case O_KEEP: if (!(rc = parse_int_opt("keep", optarg, 0, 1000, &l))) o->keep = (int)l; break;
+        case O_CKPT_EVERY: if (!(rc = cli_parse_int("checkpoint-every", optarg, 1, 1L << 40, &l))) o->checkpoint_every = (int)l; break;
+        case O_KEEP: if (!(rc = cli_parse_int("keep", optarg, 0, 1000, &l))) o->keep = (int)l; break;
         case O_RESUME: o->resume = optarg; break;
         case O_ONNAN:
             if (!strcmp(optarg, "stop")) o->on_nan_skip = 0;
@@ -174,7 +174,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             else if (!strcmp(optarg, "cosine")) o->schedule = CT_SCHED_COSINE;
             else rc = ct_fail(CT_EINPUT, "--schedule %s: expected constant, step or cosine", optarg);
             break;
-        case O_WARMUP: if (!(rc = parse_int_opt("warmup", optarg, 0, 1L << 30, &l))) o->warmup = (int)l; break;
+        case O_WARMUP: if (!(rc = cli_parse_int("warmup", optarg, 0, 1L << 30, &l))) o->warmup = (int)l; break;
         case O_CONFPNG: g_confusion_png = optarg; break;
         case O_LOGDIR: o->logdir = optarg; break;
         case O_AUGMENT: g_augment = optarg; break;
@@ -182,19 +182,19 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             if (strcmp(optarg, "fine") && strcmp(optarg, "coarse")) rc = ct_fail(CT_EINPUT, "--labels %s: expected fine or coarse", optarg);
             else g_labels = optarg;
             break;
-        case O_PROGRESS: if (!(rc = parse_int_opt("progress-every", optarg, 1, 1L << 30, &l))) o->progress_every = (int)l; break;
+        case O_PROGRESS: if (!(rc = cli_parse_int("progress-every", optarg, 1, 1L << 30, &l))) o->progress_every = (int)l; break;
         case O_BUCKET: if (!(rc = parse_num("bucket-mb", optarg, 0.001, 4096, &d))) o->bucket_bytes = (size_t)(d * 1048576); break;
-        case O_SIZE: if (!(rc = parse_int_opt("size", optarg, 4, 4096, &l))) g_size = (int)l; break;
+        case O_SIZE: if (!(rc = cli_parse_int("size", optarg, 4, 4096, &l))) g_size = (int)l; break;
         case O_CHANNELS:
-            if (!(rc = parse_int_opt("channels", optarg, 1, 3, &l))) {
+            if (!(rc = cli_parse_int("channels", optarg, 1, 3, &l))) {
                 if (l == 2) rc = ct_fail(CT_EINPUT, "--channels 2: expected 1 (grey) or 3 (RGB)");
                 else g_channels = (int)l;
             }
             break;
         case O_VALSPLIT: if (!(rc = parse_num("val-split", optarg, 0, 0.9, &d))) g_val_split = d; break;
         case O_STRICT: g_strict = 1; break;
-        case O_TOP: if (!(rc = parse_int_opt("top", optarg, 1, 1000, &l))) g_top = (int)l; break;
-        case O_IOLAT: if (!(rc = parse_int_opt("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
+        case O_TOP: if (!(rc = cli_parse_int("top", optarg, 1, 1000, &l))) g_top = (int)l; break;
+        case O_IOLAT: if (!(rc = cli_parse_int("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]); break;
         default: rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain --help`", argv[optind - 1]); break;

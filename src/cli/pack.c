@@ -31,16 +31,6 @@ static void pack_usage(FILE *f) {
             "  -h, --help              this help\n");
 }
 
-static int pack_int(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi)
-        return ct_fail(CT_EINPUT, "--%s %s: expected a whole number in %ld..%ld", opt, s, lo, hi);
-    *out = v;
-    return 0;
-}
-
 /* One chunk of images decoded by several threads. */
 typedef struct chunk {
     const ct_imgdir_split *sp;
@@ -177,7 +167,7 @@ int cmd_pack(int argc, char **argv) {
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
-        case P_SIZE: rc = pack_int("size", optarg, 1, 4096, &size); break;
+        case P_SIZE: rc = cli_parse_int("size", optarg, 1, 4096, &size); break;
         case P_CHANNELS:
             if (strcmp(optarg, "1") && strcmp(optarg, "3")) rc = ct_fail(CT_EINPUT, "--channels %s: expected 1 or 3", optarg);
             else channels = optarg[0] - '0';
@@ -190,10 +180,10 @@ int cmd_pack(int argc, char **argv) {
                 rc = ct_fail(CT_EINPUT, "--val-split %s: expected a share 0 <= F < 1", optarg);
             break;
         }
-        case P_SEED: rc = pack_int("seed", optarg, 0, 0x7fffffffffffffffL, &seed); break;
+        case P_SEED: rc = cli_parse_int("seed", optarg, 0, 0x7fffffffffffffffL, &seed); break;
         case P_STRICT: strict = 1; break;
-        case P_THREADS: if (!(rc = pack_int("threads", optarg, 1, 64, &l))) threads = l; break;
-        case P_RPS: rc = pack_int("records-per-shard", optarg, 1, 1L << 40, &per_shard); break;
+        case P_THREADS: if (!(rc = cli_parse_int("threads", optarg, 1, 64, &l))) threads = l; break;
+        case P_RPS: rc = cli_parse_int("records-per-shard", optarg, 1, 1L << 40, &per_shard); break;
         case 'h': pack_usage(stdout); return 0;
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain pack --help`", argv[optind - 1]); break;
         default: rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain pack --help`", argv[optind - 1]); break;

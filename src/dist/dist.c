@@ -113,41 +113,21 @@ void ct_dist_bcast(void *buf, size_t bytes) {
 #endif
 }
 
-void ct_dist_sum(double *v, int n) {
 #ifdef CT_MPI
+static void allreduce(void *v, int n, MPI_Datatype type, MPI_Op op) {
     if (!MULTI) return;
     MPI_Request r;
-    MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r);
+    MPI_Iallreduce(MPI_IN_PLACE, v, n, type, op, MPI_COMM_WORLD, &r);
     wait_req(&r);
-#else
-    (void)v;
-    (void)n;
-#endif
 }
-
-void ct_dist_sum_int(int *v, int n) {
-#ifdef CT_MPI
-    if (!MULTI) return;
-    MPI_Request r;
-    MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r);
-    wait_req(&r);
+void ct_dist_sum(double *v, int n) { allreduce(v, n, MPI_DOUBLE, MPI_SUM); }
+void ct_dist_sum_int(int *v, int n) { allreduce(v, n, MPI_INT, MPI_SUM); }
+void ct_dist_max_int(int *v, int n) { allreduce(v, n, MPI_INT, MPI_MAX); }
 #else
-    (void)v;
-    (void)n;
+void ct_dist_sum(double *v, int n) { (void)v; (void)n; }
+void ct_dist_sum_int(int *v, int n) { (void)v; (void)n; }
+void ct_dist_max_int(int *v, int n) { (void)v; (void)n; }
 #endif
-}
-
-void ct_dist_max_int(int *v, int n) {
-#ifdef CT_MPI
-    if (!MULTI) return;
-    MPI_Request r;
-    MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r);
-    wait_req(&r);
-#else
-    (void)v;
-    (void)n;
-#endif
-}
 
 void ct_dist_barrier(void) {
 #ifdef CT_MPI
