@@ -19,6 +19,8 @@ args=(--fonts 4 --chars 20 --size 32)
 
 out=$("$bin" "${args[@]}" --seed 7 "$tmp/a" 2>"$tmp/err"); rc=$?
 if [[ $rc -eq 2 ]] && grep -q "install the Debian package" "$tmp/err"; then
+  # CI installs them (tools/setup-deps.sh): there a missing font is a failure
+  if [[ -n ${CI:-} ]]; then echo "not ok 1 - fonts installed: $(cat "$tmp/err")"; echo "1..1"; exit 0; fi
   echo "ok 1 # SKIP fonts not installed: $(cat "$tmp/err") (tools/setup-deps.sh installs them)"
   echo "1..1"
   exit 0
