@@ -85,6 +85,10 @@ int ct_batch_fill(const ct_source *src, uint64_t seed, int n, int batch, int64_t
  * `batch` (shorter, or empty, at the end of an epoch). Per-sample random
  * numbers depend on the position in the global batch, so the union of the
  * parts equals the batch one rank with batch * parts would make. */
+/* The samples part `part` of `parts` takes from global batch seq: their
+ * count (0 when the epoch's last global batch ends before this part), and
+ * in *first (may be NULL) the position of the first one in the epoch's order. */
+int ct_batch_part(int n, int batch, int part, int parts, int64_t seq, int64_t *first);
 int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, int part, int parts, int64_t seq,
                        const int *perm, float *images, int32_t *labels, int *B_out);
 int ct_pipeline_start(ct_pipeline *p, const ct_source *src, const ct_pipeline_opts *o, ct_cl *cl);

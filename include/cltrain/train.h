@@ -64,12 +64,10 @@ typedef struct ct_train_result {
     int producers;         /* the producer count used (after auto) */
     int signal;            /* SIGINT or SIGTERM that stopped training, else 0 */
     long skipped;          /* steps skipped by --on-nan skip */
-    int ranks;             /* data-parallel ranks */
     double allreduce_ms;   /* per step: time some bucket's all-reduce was in flight */
     double hidden_frac;    /* the part of it while backward was still running on the device */
     double exposed_ms;     /* per step: time from backward's end until the gradients were summed */
     double window_ms;      /* per step: backward time left once the first bucket's all-reduce started */
-    double grad_mb;        /* gradient megabytes all-reduced per step */
     int buckets;
     float *params;         /* with keep_params: n_params floats, caller frees */
     size_t n_params;

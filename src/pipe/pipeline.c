@@ -32,14 +32,19 @@ static void sleep_us(long us) {
     while (nanosleep(&ts, &ts)) {}
 }
 
-int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, int part, int parts, int64_t seq,
-                       const int *perm, float *images, int32_t *labels, int *B_out) {
+int ct_batch_part(int n, int batch, int part, int parts, int64_t seq, int64_t *first) {
     int64_t gb = (int64_t)batch * parts; /* the global batch */
     int64_t spe = (n + gb - 1) / gb;
-    int epoch = (int)(seq / spe);
-    int64_t i = seq % spe, first = i * gb + (int64_t)part * batch;
-    int64_t left = n - first;
-    int B = left <= 0 ? 0 : left < batch ? (int)left : batch;
+    int64_t at = (seq % spe) * gb + (int64_t)part * batch, left = n - at;
+    if (first) *first = at;
+    return left <= 0 ? 0 : left < batch ? (int)left : batch;
+}
+
+int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, int part, int parts, int64_t seq,
+                       const int *perm, float *images, int32_t *labels, int *B_out) {
+    int64_t gb = (int64_t)batch * parts, first;
+    int epoch = (int)(seq / ((n + gb - 1) / gb));
+    int B = ct_batch_part(n, batch, part, parts, seq, &first);
     int *own = NULL;
     if (!perm && B) {
         own = ct_xmalloc(sizeof(int) * (size_t)n);

@@ -388,6 +388,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         long s = g % spe;
         double t0 = ct_now(), wait = 0;
         int B;
+        int64_t first = 0; /* resident: this rank's first sample in the epoch's order */
         /* 1. this step's batch into input buffer j */
         int warmup = f.mode == FEED_PIPE && o->producers < 0 && k < 2;
         if (f.mode == FEED_PIPE && producers < 0 && k == 2) {
@@ -408,8 +409,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             if (k == 1) res->producer_rate = B / (tf > 1e-9 ? tf : 1e-9);
         } else if (f.mode == FEED_RESIDENT) {
             if (f.perm_epoch != epoch) { ct_epoch_order(f.perm, n, o->seed, epoch); f.perm_epoch = epoch; }
-            int64_t first = s * GB + (int64_t)ct_world.rank * o->batch, left = n - first;
-            B = left <= 0 ? 0 : left < o->batch ? (int)left : o->batch;
+            B = ct_batch_part(n, o->batch, ct_world.rank, R, g, &first);
             if (B) {
                 CL_CHECK(clEnqueueWriteBuffer(cl.queue, f.dev_idx, CL_FALSE, 0, sizeof(int) * B, f.perm + first, 0, NULL, NULL));
                 ct_model_gather(&m, f.dev_data, f.dev_lab, f.dev_idx, B, o->scale, o->shift);
@@ -434,7 +434,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         double tc0 = ct_now();
         ct_model_zero_grad(&m);
         /* data-parallel: the loss is the global batch's mean, so summed gradients are its gradient */
-        m.loss_batch = dist ? (int)(n - s * GB < GB ? n - s * GB : GB) : 0;
+        m.loss_batch = dist ? ct_batch_part(n, (int)GB, 0, 1, g, NULL) : 0;
         if (B) {
             ct_model_forward(&m, B);
             ct_model_loss(&m, B);
@@ -489,7 +489,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             f.cur = next;
             j = 1 - j;
         } else if (f.mode == FEED_RESIDENT) {
-            for (int i = 0; i < B; i++) f.host_lab[i] = train->labels[f.perm[s * GB + (int64_t)ct_world.rank * o->batch + i]];
+            for (int i = 0; i < B; i++) f.host_lab[i] = train->labels[f.perm[first + i]];
         }
         int correct = 0, Bg = B;
         for (int i = 0; i < B; i++) correct += pred[i] == lab[i];
@@ -614,8 +614,6 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
         if (st.producer_rate > 0) res->producer_rate = st.producer_rate;
     }
     if (f.mode == FEED_SYNC && res->total_s > 0) res->producer_rate = images / (res->wait_s > 1e-9 ? res->wait_s : 1e-9);
-    res->grad_mb = m.n_params * 4e-6;
-    res->ranks = R;
     if (dist) {
         res->buckets = gs.n_buckets;
         if (gs.steps) {
