@@ -6,6 +6,7 @@
 #include "cltrain/augment.h"
 #include "cltrain/checkpoint.h"
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -139,37 +140,28 @@ int cmd_predict(int argc, char **argv) {
         ct_fail(CT_EINPUT, "predict needs a checkpoint and images: cltrain predict CHECKPOINT IMG... [--top K]");
         return cli_fail(CT_EINPUT);
     }
+    static const struct option opts[] = {{"top", required_argument, 0, 't'}, {"device", required_argument, 0, 'd'}, {0, 0, 0, 0}};
     const char *path = argv[1], *device = NULL;
-    int top = 5, n_img = 0, rc = 0;
-    const char **imgs = ct_xcalloc((size_t)argc, sizeof *imgs);
-    for (int i = 2; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-        if (!strcmp(a, "--top") || !strcmp(a, "--device")) {
-            if (i + 1 >= argc) { rc = ct_fail(CT_EINPUT, "option %s needs a value", a); break; }
-            val = argv[++i];
-        } else if (!strncmp(a, "--top=", 6) || !strncmp(a, "--device=", 9)) {
-            val = strchr(a, '=') + 1;
-        } else if (a[0] == '-' && a[1]) {
-            rc = ct_fail(CT_EINPUT, "predict: unknown option %s (predict takes --top K and --device P:D)", a);
-            break;
-        } else {
-            imgs[n_img++] = a;
-            continue;
-        }
-        if (!strncmp(a, "--top", 5)) {
-            char *end;
-            long v = strtol(val, &end, 10);
-            if (*end || end == val || v < 1 || v > 1000) rc = ct_fail(CT_EINPUT, "--top %s: expected a whole number in 1..1000", val);
-            top = (int)v;
-        } else {
-            device = val;
-        }
+    int top = 5, opt, rc = 0;
+    long l;
+    /* argv[1], the checkpoint, stands where getopt expects the program name;
+     * GNU getopt moves the image paths after the options */
+    int ac = argc - 1;
+    char **av = argv + 1;
+    optind = 1;
+    opterr = 0;
+    while (!rc && (opt = getopt_long(ac, av, ":", opts, NULL)) != -1) {
+        if (opt == 't') { if (!(rc = cli_parse_int("top", optarg, 1, 1000, &l))) top = (int)l; }
+        else if (opt == 'd') device = optarg;
+        else if (opt == ':') rc = ct_fail(CT_EINPUT, "option %s needs a value", av[optind - 1]);
+        else rc = ct_fail(CT_EINPUT, "predict: unknown option %s (predict takes --top K and --device P:D)", av[optind - 1]);
     }
-    if (!rc && !n_img) rc = ct_fail(CT_EINPUT, "predict: no images given");
-    if (rc) { free(imgs); return cli_fail(rc); }
+    if (!rc && optind >= ac) rc = ct_fail(CT_EINPUT, "predict: no images given");
+    if (rc) return cli_fail(rc);
+    const char **imgs = (const char **)av + optind;
+    int n_img = ac - optind;
     ct_ckpt ck;
-    if ((rc = ct_ckpt_load(&ck, path))) { free(imgs); return cli_fail(rc); }
+    if ((rc = ct_ckpt_load(&ck, path))) return cli_fail(rc);
     ct_model m;
     ct_cl cl;
     memset(&cl, 0, sizeof cl);
@@ -233,6 +225,5 @@ int cmd_predict(int argc, char **argv) {
     ct_model_free(&m);
     if (cl.ctx) ct_cl_close(&cl);
     ct_ckpt_free(&ck);
-    free(imgs);
     return rc ? cli_fail(rc) : 0;
 }
