@@ -73,27 +73,24 @@ int cmd_eval(int argc, char **argv) {
     ct_source esrc;
     cli_imageset iset;
     memset(&iset, 0, sizeof iset);
-    if (images) {
+    /* the model first: image sets are decoded at its input size */
+    rc = ct_model_parse(&m, ck.cfg, ck.model_name);
+    if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
+    if (!rc && images) {
         /* the held-out split of the folder (same seed and share as training), or the test shards */
-        rc = ct_model_parse(&m, ck.cfg, ck.model_name);
-        int side = m.in_h, ch = m.in_c;
-        ct_model_free(&m);
-        memset(&m, 0, sizeof m);
-        if (!rc) rc = cli_imageset_open(&iset, data, side, ch, atof(ck.dataset + 7), ck.seed, 0, 0);
+        rc = cli_imageset_open(&iset, data, m.in_h, m.in_c, atof(ck.dataset + 7), ck.seed, 0, 0);
         if (!rc && !iset.ds[1].n)
             rc = ct_fail(CT_EINPUT, "%s: no test images (no test shards, or no held-out split); nothing to evaluate", data);
         if (!rc) {
             test = iset.ds[1];
             esrc = iset.src[1];
         }
-    } else if (cifar) {
+    } else if (!rc && cifar) {
         rc = ct_cifar_load(NULL, &test, data, cifar, strcmp(ck.dataset, "cifar100-coarse") != 0, 0);
         if (!rc) ct_cifar_source_init(&esrc, &ectx);
-    } else {
+    } else if (!rc) {
         rc = ct_mnist_load(NULL, &test, data, kind, 0);
     }
-    if (!rc) rc = ct_model_parse(&m, ck.cfg, ck.model_name);
-    if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
     if (!rc) rc = ct_model_check_input(&m, test.h, test.w, test.c, test.n_classes, data);
     if (!rc) rc = ct_cl_open(&cl, o.device);
     if (!rc) rc = ct_model_setup(&m, &cl, o.batch, o.gemm);
