@@ -297,15 +297,9 @@ static int bench_image_input(void) {
     if (!rc) rc = ct_imgdir_source_init(&folder64, &ctx[1], &d, CT_SPLIT_TRAIN, 64, C);
     char out[4300];
     snprintf(out, sizeof out, "%s/shards", dir);
-    if (!rc) {
-        ct_shard_writer w;
-        rc = ct_shard_writer_open(&w, out, "train", S, S, C, d.n_classes, (const char *const *)d.class_names, 1 << 20);
-        for (int i = 0; i < d.split[0].n && !rc; i++) {
-            if (!(rc = ct_image_decode(d.split[0].paths[i], S, C, img))) rc = ct_shard_write(&w, d.split[0].labels[i], img);
-        }
-        if (!rc) rc = ct_shard_writer_close(&w);
-        else ct_shard_writer_abort(&w);
-    }
+    cli_pack_stats pst;
+    memset(&pst, 0, sizeof pst);
+    if (!rc) rc = cli_pack_split(&d, CT_SPLIT_TRAIN, out, S, C, 1, 2, 0, &pst);
     if (!rc) rc = ct_shardset_open(&set, out, "train");
     if (!rc) rc = ct_shardset_source_init(&shards, &set);
     if (!rc) {

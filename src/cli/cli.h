@@ -34,4 +34,11 @@ typedef struct cli_imageset {
 int cli_imageset_open(cli_imageset *s, const char *path, int size, int channels, double val_split, uint64_t seed,
                       int strict, int need_train);
 void cli_imageset_close(cli_imageset *s);
+
+/* Decode split `which` of d (threads in parallel, written in scan order) into
+ * OUT/SPLIT-*.shard; per_shard 0: about 64 MiB per file. Unreadable files are
+ * skipped and counted in st, or with strict an error. (`cltrain pack`) */
+typedef struct cli_pack_stats { long written[2], skipped; int shards[2]; uint64_t bytes; } cli_pack_stats;
+int cli_pack_split(const ct_imgdir *d, int which, const char *out, int size, int channels, int strict, int threads,
+                   long per_shard, cli_pack_stats *st);
 #endif

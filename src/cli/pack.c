@@ -78,11 +78,8 @@ static void chunk_clear_msgs(chunk *c) {
     }
 }
 
-typedef struct pack_stats { long written[2], skipped; int shards[2]; uint64_t bytes; } pack_stats;
-
-/* Decode split `which` of d and write it through a shard writer. */
-static int pack_split(const ct_imgdir *d, int which, const char *out, int size, int channels, int strict, int threads,
-                      long per_shard, pack_stats *st) {
+int cli_pack_split(const ct_imgdir *d, int which, const char *out, int size, int channels, int strict, int threads,
+                   long per_shard, cli_pack_stats *st) {
     const ct_imgdir_split *sp = &d->split[which];
     const char *name = which == CT_SPLIT_TRAIN ? "train" : "test";
     size_t pixels = (size_t)size * (size_t)size * (size_t)channels;
@@ -204,10 +201,10 @@ int cmd_pack(int argc, char **argv) {
     double t0 = ct_now();
     if ((rc = ct_imgdir_scan(&d, dir, val, (uint64_t)seed, strict))) return cli_fail(rc);
     double t1 = ct_now();
-    pack_stats st;
+    cli_pack_stats st;
     memset(&st, 0, sizeof st);
     for (int s = 0; s < 2 && !rc; s++)
-        rc = pack_split(&d, s, out, (int)size, (int)channels, strict, (int)threads, per_shard, &st);
+        rc = cli_pack_split(&d, s, out, (int)size, (int)channels, strict, (int)threads, per_shard, &st);
     double t2 = ct_now();
     if (rc) {
         ct_imgdir_free(&d);
