@@ -47,13 +47,13 @@ $(BUILD)/tools/embed: tools/embed.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -Wall -Wextra $< -o $@
 # a generator of small learnable CIFAR-format sets, for the tests
-$(BUILD)/tools/make-cifar: tools/make-cifar.c include/cltrain/common.h
+$(BUILD)/tools/make-cifar: tools/make-cifar.c $(BUILD)/libcltrain.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -lm
+	$(CC) $(CFLAGS) $< $(BUILD)/libcltrain.a $(LDFLAGS) -o $@ -lm
 # a renderer of font-classification image sets from the Debian CJK fonts
-$(BUILD)/tools/make-font-dataset: tools/make-font-dataset.c include/cltrain/common.h
+$(BUILD)/tools/make-font-dataset: tools/make-font-dataset.c $(BUILD)/libcltrain.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -lm
+	$(CC) $(CFLAGS) $< $(BUILD)/libcltrain.a $(LDFLAGS) -o $@ -lm
 
 # parameter distance between two checkpoints (tests/mpi.sh)
 $(BUILD)/tools/ckpt-diff: tools/ckpt-diff.c $(BUILD)/libcltrain.a

@@ -8,7 +8,7 @@
  * coarse one shape * 2 + (colour >= 5) (20 classes), so both are learnable.
  * Every byte is a function of --seed: the same seed writes the same files.
  * Each file is written to a temporary name and renamed into place.
- * Depends on common.h's inline ct_rng only (no libcltrain needed).
+ * Depends on common.h: the inline ct_rng, and ct_mkdir_p from libcltrain.a.
  * Checked by loading its output with ct_cifar_load (both formats) and by
  * training on it.
  *
@@ -179,24 +179,6 @@ static int write_names(const char *dir, int cifar100) {
     return rc;
 }
 
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    size_t n = strlen(dir);
-    if (n >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
-    memcpy(buf, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        buf[i] = saved;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
-    return 0;
-}
-
 /* A whole number in [lo, hi], or -1 with a message. */
 static long parse_count(const char *opt, const char *s, long lo, long hi) {
     char *end;
@@ -244,7 +226,7 @@ int main(int argc, char **argv) {
     }
     const char *dir = argv[optind];
     if (n_train < 0) n_train = cifar100 ? 5000 : 1000;
-    if (mkdir_p(dir) != 0) {
+    if (ct_mkdir_p(dir) != 0) {
         fprintf(stderr, "make-cifar: %s: cannot create the folder (%s)\n", dir, strerror(errno));
         return 1;
     }

@@ -22,7 +22,8 @@
  * Folders are created as needed; files already there with the same names
  * are replaced, others are left alone. Fonts are looked for under
  * $CLTRAIN_FONT_DIR (default /usr/share/fonts/truetype).
- * Depends on common.h's inline ct_rng and the stb headers (libstb-dev) only.
+ * Depends on common.h (the inline ct_rng; ct_mkdir_p from libcltrain.a) and
+ * the stb headers (libstb-dev).
  * Tested by tests/fonts.sh.
  *
  * Usage: make-font-dataset [--fonts N|LIST] [--chars N] [--size S] [--seed X]
@@ -304,24 +305,6 @@ static void render(unsigned char *img, int S, const font *f, uint32_t cp, uint64
     }
 }
 
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    size_t n = strlen(dir);
-    if (n >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
-    memcpy(buf, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char saved = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        buf[i] = saved;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
-    return 0;
-}
-
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -414,7 +397,7 @@ int main(int argc, char **argv) {
     char path[4200];
     for (int i = 0; i < n_fonts && !rc; i++) {
         snprintf(path, sizeof path, "%s/%s", outdir, fonts[i].e->name);
-        if (mkdir_p(path) != 0) {
+        if (ct_mkdir_p(path) != 0) {
             fprintf(stderr, PROG ": %s: cannot create the folder (%s)\n", path, strerror(errno));
             rc = 1;
             break;
