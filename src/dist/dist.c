@@ -155,31 +155,34 @@ void ct_dist_gather_str(const char *mine, char *all, int len) {
 
 /* ---- gradient all-reduce ---- */
 
+/* parameters lie in layer order, so layers hi down to lo are one range */
+static size_t span(const ct_model *m, int hi, int lo) { return m->layers[hi].b_off + m->layers[hi].n_b - m->layers[lo].w_off; }
+
+static void add_bucket(ct_grad_sync *g, int hi, int lo) {
+    ct_bucket *b = &g->b[g->n_buckets++];
+    b->lo = g->m->layers[lo].w_off;
+    b->n = span(g->m, hi, lo);
+    b->low_layer = lo;
+    b->host = ct_xmalloc(b->n * sizeof(float));
+}
+
 void ct_grad_sync_init(ct_grad_sync *g, ct_model *m, size_t bucket_bytes) {
     memset(g, 0, sizeof *g);
     g->m = m;
     g->b = ct_xcalloc((size_t)m->n_layers, sizeof *g->b);
     g->bytes = m->n_params * sizeof(float);
-    /* parameters lie in layer order, so the layers hi..lo of a bucket are one range */
     size_t cap = bucket_bytes / sizeof(float);
-    int hi = -1;
+    int hi = -1, lo = -1;
     for (int i = m->n_layers - 1; i >= 0; i--) {
-        const ct_layer *L = &m->layers[i];
-        if (!(L->n_w + L->n_b)) continue;
+        if (!(m->layers[i].n_w + m->layers[i].n_b)) continue;
         if (hi < 0) hi = i;
-        size_t end = m->layers[hi].b_off + m->layers[hi].n_b, start = L->w_off;
-        int lower = -1; /* the next layer down that has parameters */
-        for (int k = i - 1; k >= 0 && lower < 0; k--)
-            if (m->layers[k].n_w + m->layers[k].n_b) lower = k;
-        if (end - start >= cap || lower < 0) {
-            ct_bucket *b = &g->b[g->n_buckets++];
-            b->lo = start;
-            b->n = end - start;
-            b->low_layer = i;
-            b->host = ct_xmalloc(b->n * sizeof(float));
+        lo = i;
+        if (span(m, hi, lo) >= cap) {
+            add_bucket(g, hi, lo);
             hi = -1;
         }
     }
+    if (hi >= 0) add_bucket(g, hi, lo);
 }
 
 void ct_grad_sync_layer_done(ct_grad_sync *g, int layer) {
