@@ -12,6 +12,8 @@ int cmd_pack(int argc, char **argv);
 int cmd_images(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int train_exit(int rc, const ct_train_result *res);
+/* Load --model once and drop it, so a bad one fails before seconds of data loading. */
+int cli_check_model(const ct_train_opts *o);
 extern const char *g_confusion_png, *g_augment, *g_labels;
 extern int g_size, g_channels, g_strict, g_top;
 extern double g_val_split;

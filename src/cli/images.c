@@ -95,12 +95,7 @@ int cmd_images(int argc, char **argv) {
         ct_fail(CT_EINPUT, "--resident does not apply to images: they are decoded (or read from shards) by the producers");
         return cli_fail(CT_EINPUT);
     }
-    if (!o.resume) { /* a bad --model fails before the folder scan */
-        ct_model probe;
-        rc = ct_model_load(&probe, o.model);
-        ct_model_free(&probe);
-        if (rc) return cli_fail(rc);
-    }
+    if ((rc = cli_check_model(&o))) return cli_fail(rc);
     double t0 = ct_now();
     cli_imageset s;
     if ((rc = cli_imageset_open(&s, dir, g_size, g_channels, g_val_split, o.seed, g_strict, 1))) return cli_fail(rc);

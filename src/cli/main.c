@@ -206,6 +206,14 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
     return 0;
 }
 
+int cli_check_model(const ct_train_opts *o) {
+    if (o->resume) return 0; /* the checkpoint holds the model */
+    ct_model probe;
+    int rc = ct_model_load(&probe, o->model);
+    ct_model_free(&probe);
+    return rc;
+}
+
 /* exit status of a training command: 130 / 143 when a signal stopped it */
 int train_exit(int rc, const ct_train_result *res) {
     if (rc == CT_EINTR) {
@@ -221,13 +229,7 @@ static int cmd_mnist(int argc, char **argv, int kind) {
     const char *data = NULL;
     int rc = cli_parse_train(argc, argv, &o, &data);
     if (rc) return cli_fail(rc);
-    /* a bad --model fails before seconds of data loading */
-    if (!o.resume) {
-        ct_model probe;
-        rc = ct_model_load(&probe, o.model);
-        ct_model_free(&probe);
-        if (rc) return cli_fail(rc);
-    }
+    if ((rc = cli_check_model(&o))) return cli_fail(rc);
     if (!data) data = kind == CT_FASHION_MNIST ? "/usr/share/datasets/fashion-mnist" : "datasets/mnist";
     o.dataset = kind == CT_FASHION_MNIST ? "fashion-mnist" : "mnist";
     o.data_dir = data;
@@ -253,12 +255,7 @@ static int cmd_cifar(int argc, char **argv, int kind) {
     if (rc) return cli_fail(rc);
     ct_cifar_ctx tctx = {NULL, ct_augment_default(CT_AUG_FULL)}, ectx = {NULL, ct_augment_default(CT_AUG_NONE)};
     if ((rc = ct_augment_parse(&tctx.aug, g_augment)) || (rc = ct_augment_check(&tctx.aug))) return cli_fail(rc);
-    if (!o.resume) {
-        ct_model probe;
-        rc = ct_model_load(&probe, o.model);
-        ct_model_free(&probe);
-        if (rc) return cli_fail(rc);
-    }
+    if ((rc = cli_check_model(&o))) return cli_fail(rc);
     if (!data) data = kind == 10 ? "datasets/cifar10" : "datasets/cifar100";
     o.dataset = kind == 10 ? "cifar10" : !strcmp(g_labels, "fine") ? "cifar100" : "cifar100-coarse";
     o.data_dir = data;
