@@ -13,6 +13,10 @@
 #endif
 #include "cltrain/common.h"
 
+void ct_cl_die(cl_int e, const char *call, const char *file, int line) __attribute__((noreturn));
+/* A call whose failure is a bug: print call, error name, file:line, abort. */
+#define CL_CHECK(call) do { cl_int ct_e_ = (call); if (ct_e_ != CL_SUCCESS) ct_cl_die(ct_e_, #call, __FILE__, __LINE__); } while (0)
+
 typedef struct ct_cl {
     cl_platform_id platform;
     cl_device_id device;
@@ -60,13 +64,45 @@ void ct_cl_fill0(ct_cl *cl, cl_mem m, size_t off, size_t bytes);
 void ct_cl_run(ct_cl *cl, cl_kernel k, const char *name, int dims, const size_t *gws, const size_t *lws);
 void ct_cl_finish(ct_cl *cl);
 
-/* Kernel arguments: CT_ARG(k, i, value) sets arg i to an lvalue of any type. */
-#define CT_ARG(k, i, v) CL_CHECK(clSetKernelArg((k), (i), sizeof(v), &(v)))
-void ct_cl_args(cl_kernel k, const char *fmt, ...);
+/* Kernel arguments, typed: ct_kargs(k, a0, a1, ...) sets arguments 0, 1, ...
+ * Each argument's C type picks its setter through _Generic, so the compiler
+ * checks every call: cl_mem, int, unsigned (cl_uint) and float are accepted;
+ * anything else (a double, a size_t, a pointer) is a compile-time error, not a
+ * wrong argument size found by the driver at run time. At most 24 arguments. */
+static inline void ct_karg_mem(cl_kernel k, cl_uint i, cl_mem v) { CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); }
+static inline void ct_karg_int(cl_kernel k, cl_uint i, cl_int v) { CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); }
+static inline void ct_karg_uint(cl_kernel k, cl_uint i, cl_uint v) { CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); }
+static inline void ct_karg_float(cl_kernel k, cl_uint i, cl_float v) { CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); }
+#define CT_KARG(k, i, v) _Generic((v), cl_mem: ct_karg_mem, int: ct_karg_int, unsigned: ct_karg_uint, float: ct_karg_float)((k), (i), (v))
+#define CT_KA_1(k, i, v) CT_KARG(k, i, v)
+#define CT_KA_2(k, i, v, ...) CT_KARG(k, i, v); CT_KA_1(k, i + 1, __VA_ARGS__)
+#define CT_KA_3(k, i, v, ...) CT_KARG(k, i, v); CT_KA_2(k, i + 1, __VA_ARGS__)
+#define CT_KA_4(k, i, v, ...) CT_KARG(k, i, v); CT_KA_3(k, i + 1, __VA_ARGS__)
+#define CT_KA_5(k, i, v, ...) CT_KARG(k, i, v); CT_KA_4(k, i + 1, __VA_ARGS__)
+#define CT_KA_6(k, i, v, ...) CT_KARG(k, i, v); CT_KA_5(k, i + 1, __VA_ARGS__)
+#define CT_KA_7(k, i, v, ...) CT_KARG(k, i, v); CT_KA_6(k, i + 1, __VA_ARGS__)
+#define CT_KA_8(k, i, v, ...) CT_KARG(k, i, v); CT_KA_7(k, i + 1, __VA_ARGS__)
+#define CT_KA_9(k, i, v, ...) CT_KARG(k, i, v); CT_KA_8(k, i + 1, __VA_ARGS__)
+#define CT_KA_10(k, i, v, ...) CT_KARG(k, i, v); CT_KA_9(k, i + 1, __VA_ARGS__)
+#define CT_KA_11(k, i, v, ...) CT_KARG(k, i, v); CT_KA_10(k, i + 1, __VA_ARGS__)
+#define CT_KA_12(k, i, v, ...) CT_KARG(k, i, v); CT_KA_11(k, i + 1, __VA_ARGS__)
+#define CT_KA_13(k, i, v, ...) CT_KARG(k, i, v); CT_KA_12(k, i + 1, __VA_ARGS__)
+#define CT_KA_14(k, i, v, ...) CT_KARG(k, i, v); CT_KA_13(k, i + 1, __VA_ARGS__)
+#define CT_KA_15(k, i, v, ...) CT_KARG(k, i, v); CT_KA_14(k, i + 1, __VA_ARGS__)
+#define CT_KA_16(k, i, v, ...) CT_KARG(k, i, v); CT_KA_15(k, i + 1, __VA_ARGS__)
+#define CT_KA_17(k, i, v, ...) CT_KARG(k, i, v); CT_KA_16(k, i + 1, __VA_ARGS__)
+#define CT_KA_18(k, i, v, ...) CT_KARG(k, i, v); CT_KA_17(k, i + 1, __VA_ARGS__)
+#define CT_KA_19(k, i, v, ...) CT_KARG(k, i, v); CT_KA_18(k, i + 1, __VA_ARGS__)
+#define CT_KA_20(k, i, v, ...) CT_KARG(k, i, v); CT_KA_19(k, i + 1, __VA_ARGS__)
+#define CT_KA_21(k, i, v, ...) CT_KARG(k, i, v); CT_KA_20(k, i + 1, __VA_ARGS__)
+#define CT_KA_22(k, i, v, ...) CT_KARG(k, i, v); CT_KA_21(k, i + 1, __VA_ARGS__)
+#define CT_KA_23(k, i, v, ...) CT_KARG(k, i, v); CT_KA_22(k, i + 1, __VA_ARGS__)
+#define CT_KA_24(k, i, v, ...) CT_KARG(k, i, v); CT_KA_23(k, i + 1, __VA_ARGS__)
+#define CT_KA_N(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, _23, _24, N, ...) CT_KA_##N
+#define ct_kargs(k, ...) do { cl_kernel ct_k_ = (k); CT_KA_N(__VA_ARGS__, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)(ct_k_, 0u, __VA_ARGS__); } while (0)
+/* One argument at index i, for kernels whose trailing arguments change per launch. */
+#define CT_ARG(k, i, v) CT_KARG((k), (cl_uint)(i), (v))
 
-void ct_cl_die(cl_int e, const char *call, const char *file, int line) __attribute__((noreturn));
-/* A call whose failure is a bug: print call, error name, file:line, abort. */
-#define CL_CHECK(call) do { cl_int ct_e_ = (call); if (ct_e_ != CL_SUCCESS) ct_cl_die(ct_e_, #call, __FILE__, __LINE__); } while (0)
 /* A call whose failure the environment causes: record it and return CT_EDEVICE. */
 #define CL_TRY(call) do { cl_int ct_e_ = (call); if (ct_e_ != CL_SUCCESS) return ct_fail(CT_EDEVICE, "%s failed: %s (%s:%d)", #call, ct_cl_errstr(ct_e_), __FILE__, __LINE__); } while (0)
 

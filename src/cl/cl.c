@@ -438,16 +438,3 @@ void ct_cl_run(ct_cl *cl, cl_kernel k, const char *name, int dims, const size_t 
 
 void ct_cl_finish(ct_cl *cl) { CL_CHECK(clFinish(cl->queue)); }
 
-void ct_cl_args(cl_kernel k, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    for (cl_uint i = 0; fmt[i]; i++) {
-        switch (fmt[i]) {
-        case 'm': { cl_mem m = va_arg(ap, cl_mem); CL_CHECK(clSetKernelArg(k, i, sizeof m, &m)); break; }
-        case 'i': { cl_int v = va_arg(ap, int); CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); break; }
-        case 'f': { cl_float v = (cl_float)va_arg(ap, double); CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); break; }
-        default: ct_abort("ct_cl_args: bad format character", __FILE__, __LINE__);
-        }
-    }
-    va_end(ap);
-}

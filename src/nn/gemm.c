@@ -75,7 +75,7 @@ void ct_gemm_free(ct_gemm *g) {
 
 static void run_reduce(ct_gemm *g, int M, int N, int S, float alpha, cl_mem P, size_t offP, int ldp, float beta,
                        cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
-    ct_cl_args(g->k_reduce, "iiifmiifmiimii", M, N, S, alpha, P, (int)offP, ldp, beta, C, (int)offC, ldc, bias,
+    ct_kargs(g->k_reduce, M, N, S, alpha, P, (int)offP, ldp, beta, C, (int)offC, ldc, bias,
                (int)offBias, act);
     size_t gws[2] = {(size_t)N, (size_t)M}, lws[2] = {N >= 16 ? 16 : 1, 1};
     ct_cl_run(g->cl, g->k_reduce, "gemm_reduce", 2, gws, g->cl->is_cpu ? NULL : lws);
@@ -95,7 +95,7 @@ void ct_gemm_native(ct_gemm *g, int transA, int transB, int M, int N, int K, flo
     if (transB) {
         /* B is [N, K]: transpose into the workspace as [K, N] */
         int offT = (int)(partial_bytes / sizeof(float));
-        ct_cl_args(g->k_transpose, "mimiiii", g->work, offT, B, (int)offB, N, K, ldb);
+        ct_kargs(g->k_transpose, g->work, offT, B, (int)offB, N, K, ldb);
         size_t gws[2] = {(size_t)K, (size_t)N};
         ct_cl_run(g->cl, g->k_transpose, "transpose", 2, gws, NULL);
         ct_gemm_native(g, transA, 0, M, N, K, alpha, A, offA, lda, g->work, (size_t)offT, N, beta, C, offC, ldc, bias, offBias, act);
@@ -109,7 +109,7 @@ void ct_gemm_native(ct_gemm *g, int transA, int transB, int M, int N, int K, flo
     cl_mem bias1 = S > 1 ? NULL : bias;
     int act1 = S > 1 ? 0 : act;
     cl_kernel k = g->k_gemm;
-    ct_cl_args(k, "iiifmiiimiifmiimiii", M, N, K, a1, A, (int)offA, lda, transA, B, (int)offB, ldb, b1, out, offOut,
+    ct_kargs(k, M, N, K, a1, A, (int)offA, lda, transA, B, (int)offB, ldb, b1, out, offOut,
                ldOut, bias1, (int)offBias, act1, kchunk);
     size_t gws[3] = {(size_t)tiles_m, (size_t)tiles_n, (size_t)S};
     if (g->cl->is_cpu) {

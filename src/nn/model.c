@@ -517,7 +517,7 @@ void ct_model_free(ct_model *m) {
 /* ---------------- passes ---------------- */
 
 static void run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
-    ct_cl_args(m->k_im2col, "mmiiiiiiiii", m->ws, x, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
+    ct_kargs(m->k_im2col, m->ws, x, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
     size_t gws = (size_t)B * L->oh * L->ow;
     ct_cl_run(m->cl, m->k_im2col, "im2col", 1, &gws, NULL);
 }
@@ -527,7 +527,7 @@ void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *label
     int n = B * m->in_h * m->in_w * m->in_c;
     CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->input_u8, CL_FALSE, 0, (size_t)n, images, 0, NULL, NULL));
     CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->labels, CL_FALSE, 0, (size_t)B * 4, labels, 0, NULL, NULL));
-    ct_cl_args(m->k_u8, "mmiffi", m->input, m->input_u8, 0, scale, shift, n);
+    ct_kargs(m->k_u8, m->input, m->input_u8, 0, scale, shift, n);
     size_t gws = (size_t)n;
     ct_cl_run(m->cl, m->k_u8, "u8_to_f32", 1, &gws, NULL);
     /* the writes above read host memory after returning; finish so the caller may reuse it */
@@ -536,7 +536,7 @@ void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *label
 
 /* dropout_fwd and dropout_bwd take the same arguments: the mask of (seed, step, layer) */
 static void run_dropout(ct_model *m, cl_kernel k, const char *name, cl_mem out, cl_mem in, int n, float p, int layer) {
-    ct_cl_args(k, "mmif", out, in, n, p);
+    ct_kargs(k, out, in, n, p);
     cl_uint seed = m->seed, step = (cl_uint)m->step, lay = (cl_uint)layer;
     CT_ARG(k, 4, seed);
     CT_ARG(k, 5, step);
@@ -558,7 +558,7 @@ void ct_layer_forward(ct_model *m, int i, int B) {
             break;
         }
         case CT_L_MAXPOOL: {
-            ct_cl_args(m->k_pool_fwd, "mmiiiiiii", L->out, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+            ct_kargs(m->k_pool_fwd, L->out, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
             size_t gws = (size_t)B * L->oh * L->ow;
             ct_cl_run(m->cl, m->k_pool_fwd, "maxpool_fwd", 1, &gws, NULL);
             break;
@@ -571,7 +571,7 @@ void ct_layer_forward(ct_model *m, int i, int B) {
         }
         case CT_L_AVGPOOL: {
             int HW = L->ih * L->iw;
-            ct_cl_args(m->k_avg_fwd, "mmiii", L->out, x, HW, L->oc, B);
+            ct_kargs(m->k_avg_fwd, L->out, x, HW, L->oc, B);
             size_t g2[2] = {(size_t)L->oc, (size_t)B};
             ct_cl_run(m->cl, m->k_avg_fwd, "avgpool_fwd", 2, g2, NULL);
             break;
@@ -592,17 +592,17 @@ void ct_layer_forward(ct_model *m, int i, int B) {
             if (m->training) {
                 for (int pass = 0; pass < 2; pass++) {
                     int mode = pass;
-                    ct_cl_args(m->k_bn_reduce, "mmmmmiiii", m->bn_p1, m->bn_p2, x, x, L->bn_stats, M, C, chunk, mode);
+                    ct_kargs(m->k_bn_reduce, m->bn_p1, m->bn_p2, x, x, L->bn_stats, M, C, chunk, mode);
                     ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
-                    ct_cl_args(m->k_bn_stats, "mmiiiiffmi", L->bn_stats, m->bn_p1, chunks, M, C, pass, BN_EPS, BN_MOMENTUM,
+                    ct_kargs(m->k_bn_stats, L->bn_stats, m->bn_p1, chunks, M, C, pass, BN_EPS, BN_MOMENTUM,
                                m->params, offRM);
                     ct_cl_run(m->cl, m->k_bn_stats, "bn_stats", 1, &g1, NULL);
                 }
             } else {
-                ct_cl_args(m->k_bn_stats_eval, "mmiif", L->bn_stats, m->params, offRM, C, BN_EPS);
+                ct_kargs(m->k_bn_stats_eval, L->bn_stats, m->params, offRM, C, BN_EPS);
                 ct_cl_run(m->cl, m->k_bn_stats_eval, "bn_stats_eval", 1, &g1, NULL);
             }
-            ct_cl_args(m->k_bn_fwd, "mmmmiiiii", L->out, x, L->bn_stats, m->params, (int)L->w_off, (int)L->b_off, M, C, L->act);
+            ct_kargs(m->k_bn_fwd, L->out, x, L->bn_stats, m->params, (int)L->w_off, (int)L->b_off, M, C, L->act);
             ct_cl_run(m->cl, m->k_bn_fwd, "bn_fwd", 2, ge, NULL);
             break;
         }
@@ -617,7 +617,7 @@ void ct_model_select_input(ct_model *m, int j) {
 
 void ct_model_gather(ct_model *m, cl_mem data, cl_mem lab, cl_mem idx, int B, float scale, float shift) {
     int sz = m->in_h * m->in_w * m->in_c;
-    ct_cl_args(m->k_gather, "mmmmmiff", m->input, m->labels, data, lab, idx, sz, scale, shift);
+    ct_kargs(m->k_gather, m->input, m->labels, data, lab, idx, sz, scale, shift);
     size_t gws[2] = {(size_t)sz, (size_t)B};
     ct_cl_run(m->cl, m->k_gather, "gather_u8", 2, gws, NULL);
 }
@@ -628,7 +628,7 @@ void ct_model_forward(ct_model *m, int B) {
 
 void ct_model_loss(ct_model *m, int B) {
     ct_layer *last = &m->layers[m->n_layers - 1];
-    ct_cl_args(m->k_xent, "mmmmmiiif", m->loss, m->pred, m->dlogits, last->out, m->labels, 0, B, m->n_classes,
+    ct_kargs(m->k_xent, m->loss, m->pred, m->dlogits, last->out, m->labels, 0, B, m->n_classes,
                1.0f / (float)(m->loss_batch > 0 ? m->loss_batch : B));
     size_t gws = (size_t)B;
     ct_cl_run(m->cl, m->k_xent, "softmax_xent", 1, &gws, NULL);
@@ -641,7 +641,7 @@ void ct_layer_backward(ct_model *m, int i, int B) {
         cl_mem x = i == 0 ? m->input : m->layers[i - 1].out;
         if (L->act == CT_ACT_RELU) {
             int n = B * (int)out_size(L);
-            ct_cl_args(m->k_relu_bwd, "mmi", dy, L->out, n);
+            ct_kargs(m->k_relu_bwd, dy, L->out, n);
             size_t gws = (size_t)n;
             ct_cl_run(m->cl, m->k_relu_bwd, "relu_bwd", 1, &gws, NULL);
         }
@@ -654,7 +654,7 @@ void ct_layer_backward(ct_model *m, int i, int B) {
             ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, m->ws, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
             if (L->dx) {
                 ct_gemm_run(&m->gemm, 0, 1, rows, kk, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, kk, NULL, 0, 0);
-                ct_cl_args(m->k_col2im, "mmiiiiiiiii", L->dx, m->ws, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
+                ct_kargs(m->k_col2im, L->dx, m->ws, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
                 size_t gws = (size_t)B * L->ih * L->iw;
                 ct_cl_run(m->cl, m->k_col2im, "col2im", 1, &gws, NULL);
             }
@@ -662,7 +662,7 @@ void ct_layer_backward(ct_model *m, int i, int B) {
         }
         case CT_L_MAXPOOL:
             if (L->dx) {
-                ct_cl_args(m->k_pool_bwd, "mmmiiiiiii", L->dx, dy, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+                ct_kargs(m->k_pool_bwd, L->dx, dy, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
                 size_t gws = (size_t)B * L->ih * L->iw;
                 ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 1, &gws, NULL);
             }
@@ -670,7 +670,7 @@ void ct_layer_backward(ct_model *m, int i, int B) {
         case CT_L_AVGPOOL:
             if (L->dx) {
                 int HW = L->ih * L->iw, n = B * HW;
-                ct_cl_args(m->k_avg_bwd, "mmiii", L->dx, dy, HW, L->oc, n);
+                ct_kargs(m->k_avg_bwd, L->dx, dy, HW, L->oc, n);
                 size_t g2[2] = {(size_t)L->oc, (size_t)n};
                 ct_cl_run(m->cl, m->k_avg_bwd, "avgpool_bwd", 2, g2, NULL);
             }
@@ -683,12 +683,12 @@ void ct_layer_backward(ct_model *m, int i, int B) {
         case CT_L_BATCHNORM: {
             int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK, mode = 2;
             size_t g1 = (size_t)C, g2[2] = {(size_t)C, (size_t)chunks}, ge[2] = {(size_t)C, (size_t)M};
-            ct_cl_args(m->k_bn_reduce, "mmmmmiiii", m->bn_p1, m->bn_p2, x, dy, L->bn_stats, M, C, chunk, mode);
+            ct_kargs(m->k_bn_reduce, m->bn_p1, m->bn_p2, x, dy, L->bn_stats, M, C, chunk, mode);
             ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
-            ct_cl_args(m->k_bn_grads, "mmmiimii", L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)L->w_off, (int)L->b_off);
+            ct_kargs(m->k_bn_grads, L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)L->w_off, (int)L->b_off);
             ct_cl_run(m->cl, m->k_bn_grads, "bn_grads", 1, &g1, NULL);
             if (L->dx) {
-                ct_cl_args(m->k_bn_dx, "mmmmmmiii", L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)L->w_off, M, C);
+                ct_kargs(m->k_bn_dx, L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)L->w_off, M, C);
                 ct_cl_run(m->cl, m->k_bn_dx, "bn_bwd_dx", 2, ge, NULL);
             }
             break;
@@ -713,7 +713,7 @@ void ct_model_zero_grad(ct_model *m) { ct_cl_fill0(m->cl, m->grads, 0, m->n_para
 
 static void enqueue_nonfinite(ct_model *m, cl_mem x, size_t off, size_t n) {
     int io = (int)off, in = (int)n;
-    ct_cl_args(m->k_nonfinite, "mmii", m->flag, x, io, in);
+    ct_kargs(m->k_nonfinite, m->flag, x, io, in);
     size_t gws = 1024;
     ct_cl_run(m->cl, m->k_nonfinite, "nonfinite", 1, &gws, NULL);
 }
@@ -730,11 +730,11 @@ void ct_model_step(ct_model *m, const ct_optim *o) {
     size_t gws = (size_t)n;
     if (o->kind == CT_OPT_ADAM) {
         float bc1 = (float)(1.0 - pow(o->b1, m->step)), bc2 = (float)(1.0 - pow(o->b2, m->step));
-        ct_cl_args(m->k_adam, "mmmmmmifffffff", m->params, m->mom1, m->mom2, m->grads, m->decay_mask, m->flag, n, o->lr, o->b1,
+        ct_kargs(m->k_adam, m->params, m->mom1, m->mom2, m->grads, m->decay_mask, m->flag, n, o->lr, o->b1,
                    o->b2, o->eps, o->wd, bc1, bc2);
         ct_cl_run(m->cl, m->k_adam, "adam_step", 1, &gws, NULL);
     } else {
-        ct_cl_args(m->k_sgd, "mmmmmifff", m->params, m->mom1, m->grads, m->decay_mask, m->flag, n, o->lr, o->momentum, o->wd);
+        ct_kargs(m->k_sgd, m->params, m->mom1, m->grads, m->decay_mask, m->flag, n, o->lr, o->momentum, o->wd);
         ct_cl_run(m->cl, m->k_sgd, "sgd_step", 1, &gws, NULL);
     }
 }
