@@ -2,7 +2,8 @@
 #   make            build build/cltrain and build/libcltrain.a
 #   make test       install missing Debian packages, build, run the suite
 #   make run        install, build, train mnist-cnn on Fashion-MNIST for one epoch
-#   make bench      cltrain bench kernels, train, pipeline (+ PyTorch when installed)
+#   make bench      install PyTorch and OpenBLAS, then cltrain bench kernels, train,
+#                   pipeline, MPI scaling and the PyTorch comparison
 #   make asan|tsan  the suite under AddressSanitizer / ThreadSanitizer
 CC      ?= cc
 BUILD   ?= build
@@ -34,7 +35,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
-.PHONY: all test check run bench asan tsan install clean deps
+.PHONY: all test check run bench asan tsan install clean deps bench-deps
 all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar $(BUILD)/tools/make-font-dataset $(BUILD)/tools/ckpt-diff
 
 $(BUILD)/%.o: %.c
@@ -78,6 +79,8 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libcltrain.a
 
 deps:
 	@tools/setup-deps.sh
+bench-deps:
+	@tools/setup-deps.sh --bench
 
 # the suite, plus the ring and pipeline tests again under ThreadSanitizer
 test: deps
@@ -91,7 +94,8 @@ run: deps
 	$(MAKE) all
 	$(BUILD)/cltrain fashion-mnist --epochs 1
 
-bench: all
+bench: bench-deps
+	$(MAKE) all
 	$(BUILD)/cltrain bench kernels
 	$(BUILD)/cltrain bench train
 	$(BUILD)/cltrain bench pipeline

@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# tools/bench-pytorch.sh BUILD: cltrain vs PyTorch (CPU) training throughput
-# on the reference model mnist-cnn, batch 128, 30 timed steps each.
-# Runs cltrain, then PyTorch, then cltrain again, and reports the mean of the
-# two cltrain runs so that drift on a shared machine shows up.  Called by
-# `make bench`; does nothing (exit 0) when PyTorch is not installed.
+# tools/bench-pytorch.sh BUILD: cltrain vs PyTorch (CPU) training throughput,
+# same model, batch 128 and optimizer (Adam), PyTorch at its best:
+#   - PyTorch must run on an optimised BLAS (tools/setup-deps.sh --bench
+#     installs OpenBLAS); on the reference BLAS this script refuses to compare
+#     (exit 2), since that figure would say nothing about PyTorch;
+#   - PyTorch runs twice, with glibc's stock malloc and with the settings a
+#     PyTorch user would apply (MALLOC_MMAP_THRESHOLD_ and friends, below),
+#     and the faster of the two is the figure compared against.
+# For each model: cltrain, PyTorch stock, PyTorch tuned, cltrain again; the
+# mean of the two cltrain runs is reported, so drift on a shared machine shows.
+# Called by `make bench`; does nothing (exit 0) when PyTorch is not installed.
+# PYTORCH_MODELS (default "mnist-cnn cifar-cnn") and PYTORCH_THREADS (2) override.
 set -euo pipefail
 
 build=${1:?usage: tools/bench-pytorch.sh BUILD}
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3
-steps=30
 threads=${PYTORCH_THREADS:-2}
+models=${PYTORCH_MODELS:-mnist-cnn cifar-cnn}
+batch=128
+tuned_malloc=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=1073741824)
 
 if ! "$py" -c 'import torch' >/dev/null 2>&1; then
-    echo "bench-pytorch: PyTorch is not installed for $py (apt-get install python3-torch); skipping the comparison"
+    echo "bench-pytorch: PyTorch is not installed for $py (tools/setup-deps.sh --bench installs it); skipping the comparison"
     exit 0
 fi
 
@@ -30,24 +39,47 @@ field() {
     echo "$v"
 }
 
-run_cltrain() {
+# which BLAS PyTorch's sgemm_ comes from; refuse on the reference one
+rc=0
+blas=$("$py" "$here/pytorch_bench.py" --blas) || rc=$?
+blas=${blas#pytorch blas: }
+if [[ $rc == 3 ]]; then
+    echo "bench-pytorch: PyTorch runs on the reference BLAS (${blas#* }), not comparing: install an optimised one (tools/setup-deps.sh --bench installs libopenblas0-pthread)" >&2
+    exit 2
+elif [[ $rc != 0 ]]; then
+    echo "bench-pytorch: $here/pytorch_bench.py --blas failed (exit $rc)" >&2
+    exit 1
+fi
+
+run_cltrain() { # MODEL STEPS
     local out
-    out=$("$build/cltrain" bench train --steps "$steps") || { echo "bench-pytorch: $build/cltrain bench train failed" >&2; exit 1; }
-    field 'steady-state images/s:' "cltrain bench train" "$out"
+    out=$("$build/cltrain" bench train --model "$1" --batch-size "$batch" --steps "$2") ||
+        { echo "bench-pytorch: $build/cltrain bench train --model $1 failed" >&2; exit 1; }
+    field 'steady-state images/s:' "cltrain bench train --model $1" "$out"
+}
+run_pytorch() { # MODEL STEPS [ENV...]
+    local model=$1 steps=$2 out
+    shift 2
+    out=$(env "$@" "$py" "$here/pytorch_bench.py" --model "$model" --batch "$batch" --steps "$steps" --threads "$threads") ||
+        { echo "bench-pytorch: pytorch_bench.py --model $model failed" >&2; exit 1; }
+    field 'pytorch images/s:' "pytorch_bench.py --model $model" "$out"
 }
 
-c1=$(run_cltrain)
-pout=$("$py" "$here/pytorch_mnist_cnn.py" --bench-steps "$steps" --threads "$threads") ||
-    { echo "bench-pytorch: pytorch_mnist_cnn.py failed" >&2; exit 1; }
-p=$(field 'pytorch images/s:' "pytorch_mnist_cnn.py" "$pout")
-c2=$(run_cltrain)
-
-awk -v c1="$c1" -v c2="$c2" -v p="$p" -v date="$(date '+%Y-%m-%d %H:%M:%S %z')" \
-    -v nproc="$(nproc)" -v info="$(printf '%s\n' "$pout" | grep -m1 '^pytorch bench:' || true)" 'BEGIN {
-    c = (c1 + c2) / 2
-    print "cltrain vs PyTorch, mnist-cnn training, batch 128 (" date ", nproc " nproc ")"
-    if (info != "") print "  " info
-    printf "  %-40s %10.1f  (runs: %.1f before, %.1f after PyTorch)\n", "cltrain images/s (mean of 2 runs)", c, c1, c2
-    printf "  %-40s %10.1f\n", "PyTorch images/s", p
-    printf "  %-40s %10.2f\n", "ratio cltrain/PyTorch", (p > 0 ? c / p : 0)
-}'
+echo "cltrain vs PyTorch, training at batch $batch ($(date -u '+%Y-%m-%d %H:%M UTC'), nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "  PyTorch $("$py" -c 'import torch; print(torch.__version__)'), $threads threads, BLAS: $blas"
+for model in $models; do
+    case $model in mnist-cnn) steps=30 ;; *) steps=10 ;; esac
+    c1=$(run_cltrain "$model" "$steps")
+    ps=$(run_pytorch "$model" "$steps")
+    pt=$(run_pytorch "$model" "$steps" "${tuned_malloc[@]}")
+    c2=$(run_cltrain "$model" "$steps")
+    awk -v m="$model" -v s="$steps" -v c1="$c1" -v c2="$c2" -v ps="$ps" -v pt="$pt" 'BEGIN {
+        c = (c1 + c2) / 2; p = ps > pt ? ps : pt
+        printf "  %s, %d timed steps each\n", m, s
+        printf "    %-44s %10.1f  (runs: %.1f before, %.1f after PyTorch)\n", "cltrain images/s (mean of 2 runs)", c, c1, c2
+        printf "    %-44s %10.1f\n", "PyTorch images/s, stock malloc", ps
+        printf "    %-44s %10.1f\n", "PyTorch images/s, tuned malloc", pt
+        printf "    %-44s %10.2f  (against the faster PyTorch, %s)\n", "ratio cltrain/PyTorch", (p > 0 ? c / p : 0), (ps > pt ? "stock" : "tuned")
+    }'
+done
+echo "  tuned malloc: ${tuned_malloc[*]}"

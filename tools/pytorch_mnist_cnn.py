@@ -1,17 +1,12 @@
 #!/usr/bin/python3
-"""PyTorch reference for cltrain's speed and accuracy claims.
+"""PyTorch reference for cltrain's accuracy claim on Fashion-MNIST.
 
-Trains exactly cltrain's built-in model `mnist-cnn` (models/mnist-cnn.cfg) on
-Fashion-MNIST, on the CPU, with the same settings as `cltrain train`:
-conv3x3 1->32, ReLU, conv3x3 32->64, ReLU, maxpool 2x2, flatten,
-dense 9216->128, ReLU, dense 128->10, cross-entropy; inputs are bytes/255
-(no mean/std normalisation), batch 128, Adam lr 3e-4, reshuffled each epoch
-with a fixed seed.
-
-  --bench-steps S  time S training steps after 3 warm-up steps (data already
-                   in memory as tensors; only the steps are timed) and print
-                   `pytorch images/s: <float>`; used by tools/bench-pytorch.sh
-  --epochs E       train E full epochs, print test accuracy after each
+Trains exactly cltrain's built-in model `mnist-cnn` (models/mnist-cnn.cfg,
+pytorch_common.MnistCnn) on Fashion-MNIST, on the CPU, with the same settings
+as `cltrain train`: inputs are bytes/255 (no mean/std normalisation), batch
+128, Adam lr 3e-4, reshuffled each epoch with a fixed seed, and prints the
+test accuracy after each of --epochs E epochs. Training speed is measured by
+tools/pytorch_bench.py.
 
 Run it with Debian's interpreter (/usr/bin/python3, package python3-torch).
 """
@@ -19,17 +14,17 @@ import argparse
 import gzip
 import os
 import struct
+import sys
 import time
 
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_common import LR, SEED, MnistCnn, step  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 BATCH = 128
-LR = 3e-4
-SEED = 1
 
 
 def read_idx(path):
@@ -50,29 +45,6 @@ def load(split):
     return x, torch.from_numpy(y.astype(np.int64))
 
 
-class MnistCnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3)
-        self.conv2 = nn.Conv2d(32, 64, 3)
-        self.fc1 = nn.Linear(9216, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        x = torch.flatten(F.max_pool2d(x, 2), 1)
-        return self.fc2(F.relu(self.fc1(x)))
-
-
-def step(model, opt, x, y):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-
-
 def accuracy(model, x, y):
     model.eval()
     correct = 0
@@ -86,46 +58,28 @@ def accuracy(model, x, y):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--bench-steps", type=int, default=0)
-    ap.add_argument("--epochs", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=1)
     a = ap.parse_args()
-    if a.bench_steps <= 0 and a.epochs <= 0:
-        ap.error("give --bench-steps S or --epochs E")
+    if a.epochs <= 0:
+        ap.error("--epochs must be at least 1")
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(SEED)
     model = MnistCnn()
     opt = torch.optim.Adam(model.parameters(), lr=LR)
     xtr, ytr = load("train")
+    xte, yte = load("t10k")
     gen = torch.Generator().manual_seed(SEED)
-
-    if a.bench_steps > 0:
-        perm = torch.randperm(len(xtr), generator=gen)
-        n = 3 + a.bench_steps
-        batches = [(xtr[perm[j:j + BATCH]], ytr[perm[j:j + BATCH]])
-                   for j in ((i * BATCH) % (len(xtr) - BATCH) for i in range(n))]
-        for x, y in batches[:3]:  # warm-up
-            step(model, opt, x, y)
+    for e in range(1, a.epochs + 1):
         t0 = time.perf_counter()
-        for x, y in batches[3:]:
-            step(model, opt, x, y)
+        perm = torch.randperm(len(xtr), generator=gen)
+        for i in range(0, len(xtr), BATCH):  # last batch is partial
+            idx = perm[i:i + BATCH]
+            step(model, opt, xtr[idx], ytr[idx])
         t = time.perf_counter() - t0
-        print(f"pytorch images/s: {a.bench_steps * BATCH / t:.1f}")
-        print(f"pytorch bench: {a.bench_steps} steps of batch {BATCH}, "
+        print(f"pytorch epoch {e} test accuracy: {accuracy(model, xte, yte):.2f}")
+        print(f"pytorch epoch {e} train time: {t:.1f} s, "
               f"{torch.get_num_threads()} threads, torch {torch.__version__}")
-
-    if a.epochs > 0:
-        xte, yte = load("t10k")
-        for e in range(1, a.epochs + 1):
-            t0 = time.perf_counter()
-            perm = torch.randperm(len(xtr), generator=gen)
-            for i in range(0, len(xtr), BATCH):  # last batch is partial
-                idx = perm[i:i + BATCH]
-                step(model, opt, xtr[idx], ytr[idx])
-            t = time.perf_counter() - t0
-            print(f"pytorch epoch {e} test accuracy: {accuracy(model, xte, yte):.2f}")
-            print(f"pytorch epoch {e} train time: {t:.1f} s, "
-                  f"{torch.get_num_threads()} threads, torch {torch.__version__}")
 
 
 if __name__ == "__main__":

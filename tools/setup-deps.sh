@@ -1,6 +1,12 @@
 #!/bin/sh
 # Install the Debian packages cltrain needs to build, test and run, if any is
 # missing. Runs apt-get as root (or through sudo); does nothing when all are there.
+#   tools/setup-deps.sh          what build, test and run need
+#   tools/setup-deps.sh --bench  also what `make bench` compares against: PyTorch
+#                                and an optimised BLAS for it (Debian's PyTorch runs
+#                                on whatever libblas.so.3 is installed, by default
+#                                the reference one, which is 3x slower), and
+#                                OpenBLAS's SGEMM as the machine's GEMM limit
 set -e
 pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
 libclblast-dev libstb-dev libinih-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
@@ -8,6 +14,11 @@ libopenmpi-dev openmpi-bin
 dataset-fashion-mnist python3 python3-venv
 fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-arphic-bkai00mp
 fonts-arphic-bsmi00lp fonts-wqy-zenhei fonts-wqy-microhei"
+case "${1:-}" in
+  "") ;;
+  --bench) pkgs="$pkgs python3-torch libopenblas0-pthread" ;;
+  *) echo "tools/setup-deps.sh: unknown option '$1'; expected nothing or --bench" >&2; exit 2 ;;
+esac
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
