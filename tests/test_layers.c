@@ -534,7 +534,7 @@ static void test_accumulation(void **state) {
     ct_model_forward(&m, 3);
     ct_model_loss(&m, 3);
     ct_model_zero_grad(&m);
-    ct_model_backward(&m, 3);
+    ct_model_backward(&m, 3, NULL, NULL);
     size_t np = m.n_params;
     float *g1 = dev_read(m.grads, np), *dx1[CT_MAX_LAYERS] = {0};
     size_t nin[CT_MAX_LAYERS];
@@ -547,7 +547,7 @@ static void test_accumulation(void **state) {
         assert_true(amax(dx1[i], nin[i]) > 0);
         dev_poison(L->dx, nin[i]);
     }
-    ct_model_backward(&m, 3);
+    ct_model_backward(&m, 3, NULL, NULL);
     float *g2 = dev_read(m.grads, np), *twice = malloc(np * 4);
     for (size_t j = 0; j < np; j++) twice[j] = 2 * g1[j];
     assert_true(ct_compare("grads after two backward passes", g2, twice, np, 1e-6, 1e-7 * gmax));

@@ -302,6 +302,14 @@ static double host_step(const ct_model *m, float *P, float *M1, float *M2, const
     return loss;
 }
 
+/* records the order of ct_model_backward's per-layer callbacks */
+typedef struct { int n, order[CT_MAX_LAYERS]; } layer_log;
+static void log_layer(void *ctx, int layer) {
+    layer_log *l = ctx;
+    if (l->n < CT_MAX_LAYERS) l->order[l->n] = layer;
+    l->n++;
+}
+
 static void test_end_to_end_adam(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -334,7 +342,11 @@ static void test_end_to_end_adam(void **state) {
         ct_model_zero_grad(&m);
         ct_model_forward(&m, E_B);
         ct_model_loss(&m, E_B);
-        ct_model_backward(&m, E_B);
+        layer_log seen = {0};
+        ct_model_backward(&m, E_B, log_layer, &seen);
+        /* once per layer, from the last to the first */
+        assert_int_equal(seen.n, m.n_layers);
+        for (int i = 0; i < m.n_layers; i++) assert_int_equal(seen.order[i], m.n_layers - 1 - i);
         ct_model_step(&m, &o);
         int32_t pred[E_B];
         double got = ct_model_read_results(&m, E_B, pred);

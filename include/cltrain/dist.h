@@ -81,6 +81,8 @@ void ct_grad_sync_init(ct_grad_sync *g, ct_model *m, size_t bucket_bytes);
 /* Call right after enqueuing ct_layer_backward(m, layer): when the layer
  * closes a bucket, its copy to the host is enqueued (on the transfer queue). */
 void ct_grad_sync_layer_done(ct_grad_sync *g, int layer);
+/* The same as a ct_model_backward callback (ctx is the ct_grad_sync). */
+void ct_grad_sync_on_layer(void *ctx, int layer);
 /* Start each bucket's all-reduce as its copy lands, wait for all, copy the
  * sums back; the optimizer (on the compute queue) runs after them. */
 void ct_grad_sync_finish(ct_grad_sync *g);

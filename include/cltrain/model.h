@@ -86,7 +86,11 @@ void ct_model_gather(ct_model *m, cl_mem data, cl_mem lab, cl_mem idx, int B, fl
 void ct_model_forward(ct_model *m, int B);
 /* Softmax cross-entropy on the last layer's output; fills loss, pred, dlogits (mean over B). */
 void ct_model_loss(ct_model *m, int B);
-void ct_model_backward(ct_model *m, int B);
+/* Backward from the last layer to the first. When on_layer_done is given it is
+ * called after each layer's gradients are enqueued (top to bottom), e.g. to
+ * start a gradient bucket's all-reduce. B == 0 (a rank with no samples this
+ * step) enqueues no layer but still calls on_layer_done for each layer. */
+void ct_model_backward(ct_model *m, int B, void (*on_layer_done)(void *ctx, int layer), void *ctx);
 /* One layer: input is the previous layer's out (or m->input), dy is the next
  * layer's dx (or m->dlogits). ReLU backward is applied to dy in place. */
 void ct_layer_forward(ct_model *m, int i, int B);

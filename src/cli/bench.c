@@ -85,7 +85,7 @@ static int bench_kernels(const ct_train_opts *o) {
      * buffers can hold denormals, which run many times slower on CPUs */
     ct_model_forward(&m, B);
     ct_model_loss(&m, B);
-    ct_model_backward(&m, B);
+    ct_model_backward(&m, B, NULL, NULL);
     double tot[2][2] = {{0, 0}, {0, 0}}, totf[2] = {0, 0};
     for (int i = 0; i < m.n_layers; i++) {
         ct_layer *L = &m.layers[i];
@@ -157,7 +157,7 @@ static void step_fn(void *p) {
     ct_model_zero_grad(a->m);
     ct_model_forward(a->m, a->B);
     ct_model_loss(a->m, a->B);
-    ct_model_backward(a->m, a->B);
+    ct_model_backward(a->m, a->B, NULL, NULL);
     ct_model_step(a->m, a->o);
 }
 

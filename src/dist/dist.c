@@ -185,6 +185,8 @@ void ct_grad_sync_init(ct_grad_sync *g, ct_model *m, size_t bucket_bytes) {
     if (hi >= 0) add_bucket(g, hi, lo);
 }
 
+void ct_grad_sync_on_layer(void *ctx, int layer) { ct_grad_sync_layer_done(ctx, layer); }
+
 void ct_grad_sync_layer_done(ct_grad_sync *g, int layer) {
     ct_model *m = g->m;
     if (layer == 0) {

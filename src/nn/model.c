@@ -705,8 +705,11 @@ void ct_layer_backward(ct_model *m, int i, int B) {
     }
 }
 
-void ct_model_backward(ct_model *m, int B) {
-    for (int i = m->n_layers - 1; i >= 0; i--) ct_layer_backward(m, i, B);
+void ct_model_backward(ct_model *m, int B, void (*on_layer_done)(void *ctx, int layer), void *ctx) {
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        if (B) ct_layer_backward(m, i, B);
+        if (on_layer_done) on_layer_done(ctx, i);
+    }
 }
 
 void ct_model_zero_grad(ct_model *m) { ct_cl_fill0(m->cl, m->grads, 0, m->n_params * 4); }

@@ -439,16 +439,9 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
             ct_model_forward(&m, B);
             ct_model_loss(&m, B);
         }
-        if (dist) {
-            /* each bucket's all-reduce starts as soon as backward has produced it */
-            for (int i = m.n_layers - 1; i >= 0; i--) {
-                if (B) ct_layer_backward(&m, i, B);
-                ct_grad_sync_layer_done(&gs, i);
-            }
-            ct_grad_sync_finish(&gs);
-        } else {
-            ct_model_backward(&m, B);
-        }
+        /* data-parallel: each bucket's all-reduce starts as soon as backward has produced it */
+        ct_model_backward(&m, B, dist ? ct_grad_sync_on_layer : NULL, &gs);
+        if (dist) ct_grad_sync_finish(&gs);
         ct_optim opt = o->optim;
         opt.lr = (float)ct_schedule_lr(o, g, total);
         opt_lr = opt.lr;
