@@ -31,12 +31,13 @@ __kernel void relu_bwd(__global float *dz, __global const float *y, const int n)
 }
 
 /* One work-item per row. Numerically stable: log-sum-exp after subtracting the
- * row maximum, so no log(0) and no overflow on large logits. Writes
- * loss[b] = logsumexp - logit[label], pred[b] = argmax (first maximum) and
- * dlogits = (softmax - onehot) * scale (scale = 1/B for a mean loss). */
+ * row maximum, so no log(0) and no overflow on large logits. With label
+ * smoothing e the target is q = (1-e)*onehot + e/C. Writes
+ * loss[b] = logsumexp - sum_j q_j z_j, pred[b] = argmax (first maximum) and
+ * dlogits = (softmax - q) * scale (scale = 1/B for a mean loss). */
 __kernel void softmax_xent(__global float *loss, __global int *pred, __global float *dlogits,
                            __global const float *logits, __global const int *labels, const int offLabels,
-                           const int B, const int C, const float scale) {
+                           const int B, const int C, const float scale, const float smooth) {
     const int b = (int)get_global_id(0);
     if (b >= B) return;
     __global const float *z = logits + (size_t)b * C;
@@ -44,13 +45,20 @@ __kernel void softmax_xent(__global float *loss, __global int *pred, __global fl
     int arg = 0;
     for (int j = 1; j < C; j++)
         if (z[j] > m) { m = z[j]; arg = j; }
-    float sum = 0.0f;
-    for (int j = 0; j < C; j++) sum += exp(z[j] - m);
+    float sum = 0.0f, gap = 0.0f; /* gap: sum of (m - z_j), for the smoothing term */
+    for (int j = 0; j < C; j++) {
+        sum += exp(z[j] - m);
+        gap += m - z[j];
+    }
     const int y = labels[offLabels + b];
-    loss[b] = (m - z[y]) + log(sum);  /* not m + log(sum) - z[y]: that rounds to an ulp of m */
+    /* (m - z[y]) + log(sum), not m + log(sum) - z[y]: that rounds to an ulp of m */
+    float l = (m - z[y]) + log(sum);
+    if (smooth != 0.0f) l = log(sum) + (1.0f - smooth) * (m - z[y]) + smooth * (gap / C);
+    loss[b] = l;
     pred[b] = arg;
     __global float *d = dlogits + (size_t)b * C;
-    for (int j = 0; j < C; j++) d[j] = (exp(z[j] - m) / sum - (j == y ? 1.0f : 0.0f)) * scale;
+    const float off = smooth / C, on = 1.0f - smooth + off;
+    for (int j = 0; j < C; j++) d[j] = (exp(z[j] - m) / sum - (j == y ? on : off)) * scale;
 }
 
 /* flag[0] = 1 if any of x[0..n) is NaN or Inf; grid-stride so a few work-items scan all */

@@ -47,6 +47,9 @@ expect_fail "unknown command" 2 "unknown command" -- "$bin" frobnicate
 expect_fail "unknown option" 2 "unknown option --frob" -- "$bin" fashion-mnist --frob
 expect_fail "missing option value" 2 "needs a value" -- "$bin" fashion-mnist --epochs
 expect_fail "--batch-size 0" 2 "batch-size 0" -- "$bin" fashion-mnist --batch-size 0
+expect_fail "--label-smoothing 1" 2 "label-smoothing 1.*\\[0, 1\\)" -- "$bin" fashion-mnist --label-smoothing 1
+expect_fail "--label-smoothing -0.1" 2 "label-smoothing -0.1" -- "$bin" fashion-mnist --label-smoothing -0.1
+expect_fail "--label-smoothing x" 2 "label-smoothing x" -- "$bin" fashion-mnist --label-smoothing x
 expect_fail "--lr not a number" 2 "--lr abc" -- "$bin" fashion-mnist --lr abc
 expect_fail "--optimizer unknown" 2 "--optimizer rmsprop" -- "$bin" fashion-mnist --optimizer rmsprop
 mkset "$tmp/set"

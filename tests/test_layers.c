@@ -319,8 +319,10 @@ static void test_mnist_cnn_shapes(void **state) {
 
 /* ---------------- softmax cross-entropy ---------------- */
 
-static void check_xent(ct_model *m, int B, const float *z, const int32_t *lab, const char *tag) {
+/* e: label smoothing */
+static void check_xent(ct_model *m, int B, const float *z, const int32_t *lab, float e, const char *tag) {
     int C = m->n_classes;
+    m->label_smoothing = e;
     size_t n = (size_t)B * C;
     ct_layer *last = &m->layers[m->n_layers - 1];
     ct_cl_write(&g_cl, last->out, 0, n * 4, z);
@@ -336,7 +338,7 @@ static void check_xent(ct_model *m, int B, const float *z, const int32_t *lab, c
     float *wloss = malloc((size_t)B * 4), *wdl = malloc(n * 4);
     double total = 0;
     for (int b = 0; b < B; b++) {
-        double l = ref_softmax_xent(wdl + (size_t)b * C, z + (size_t)b * C, lab + b, 1, C, NULL);
+        double l = ref_softmax_xent_smooth(wdl + (size_t)b * C, z + (size_t)b * C, lab + b, 1, C, e, NULL);
         for (int j = 0; j < C; j++) wdl[(size_t)b * C + j] /= (float)B;  /* the mean over B rows */
         wloss[b] = (float)l;
         total += l;
@@ -348,8 +350,9 @@ static void check_xent(ct_model *m, int B, const float *z, const int32_t *lab, c
         assert_int_equal(pred[b], arg);
     }
     char what[128];
-    /* float log-sum-exp: a few ulps of the largest logit plus a few of the loss */
-    double zmax = amax(z, n);
+    /* float log-sum-exp: a few ulps of the largest logit plus a few of the loss; smoothing
+     * adds e/C times a float sum of C gaps of up to 2*zmax */
+    double zmax = amax(z, n) * (1.0 + 0.3 * e * C);
     snprintf(what, sizeof what, "%s loss", tag);
     assert_true(ct_compare(what, loss, wloss, (size_t)B, 1e-5, 1e-6 + 4e-7 * zmax));
     snprintf(what, sizeof what, "%s dlogits", tag);
@@ -363,7 +366,7 @@ static void test_softmax_xent(void **state) {
     (void)state;
     CT_NEED_CL();
     static const int shapes[][3] = {{1, 1, 2}, {5, 5, 10}, {16, 13, 37}, {64, 64, 10}};  /* batch, B, C */
-    static const float scales[] = {1, 5, 20};
+    static const float scales[] = {1, 5, 20}, smooth[] = {0.1f, 0.0f, 0.35f};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int batch = shapes[si][0], B = shapes[si][1], C = shapes[si][2];
         char cfg[256];
@@ -378,8 +381,8 @@ static void test_softmax_xent(void **state) {
             ct_fill_rand(z, (size_t)B * C, &g, scales[k]);
             for (int b = 0; b < B; b++) lab[b] = (int32_t)ct_rng_below(&g, (uint32_t)C);
             char tag[64];
-            snprintf(tag, sizeof tag, "softmax_xent B%d C%d scale %g", B, C, scales[k]);
-            check_xent(&m, B, z, lab, tag);
+            snprintf(tag, sizeof tag, "softmax_xent B%d C%d scale %g smoothing %g", B, C, scales[k], smooth[k]);
+            check_xent(&m, B, z, lab, smooth[k], tag);
         }
         free(z); free(lab);
         ct_model_free(&m);
@@ -395,7 +398,8 @@ static void test_softmax_xent_large(void **state) {
     float z[6 * 3] = {1e4f, 9999.0f, -1e4f, 1e4f, 9999.0f, -1e4f, -1e4f, -1e4f, -1e4f,
                       -1e4f, 1e4f, 1e4f, 3e4f, -3e4f, 0.0f, 0.5f, 0.5f, -0.5f};
     int32_t lab[6] = {1, 2, 0, 0, 1, 1};
-    check_xent(&m, 6, z, lab, "softmax_xent large logits");
+    check_xent(&m, 6, z, lab, 0.2f, "softmax_xent large logits, smoothing 0.2");
+    check_xent(&m, 6, z, lab, 0.0f, "softmax_xent large logits");
     float loss[6];
     ct_cl_read(&g_cl, m.loss, 0, sizeof loss, loss);
     double l1 = log1p(exp(-1.0));

@@ -358,15 +358,16 @@ typedef struct xent_ctx {
     float *z;
     const int32_t *lab;
     int B, C;
+    double e;  /* label smoothing */
 } xent_ctx;
 
 static double xent_eval(void *vctx, signed char *sign) {
     xent_ctx *c = vctx;
     (void)sign;
-    return ref_softmax_xent(NULL, c->z, c->lab, c->B, c->C, NULL) / c->B;  /* the mean loss */
+    return ref_softmax_xent_smooth(NULL, c->z, c->lab, c->B, c->C, c->e, NULL) / c->B;  /* the mean loss */
 }
 
-static void check_xent(int B, int C, float scale, uint64_t seed) {
+static void check_xent(int B, int C, float scale, uint64_t seed, double e) {
     ct_rng g = ct_rng_make(seed, (uint64_t)B, (uint64_t)C);
     size_t n = (size_t)B * C;
     float *z = malloc(n * 4), *dl = malloc(n * 4);
@@ -375,8 +376,9 @@ static void check_xent(int B, int C, float scale, uint64_t seed) {
     for (int b = 0; b < B; b++) lab[b] = (int32_t)ct_rng_below(&g, (uint32_t)C);
     ct_fill_nan(dl, n);
     int correct = -1;
-    double loss = ref_softmax_xent(dl, z, lab, B, C, &correct);
-    /* the loss is the sum of -log softmax[label] over rows; correct counts argmax == label */
+    double loss = ref_softmax_xent_smooth(dl, z, lab, B, C, e, &correct);
+    /* the loss is the sum over rows of (1-e) * -log softmax[label] + e * mean_j -log softmax[j];
+     * correct counts argmax == label */
     double want = 0;
     int want_ok = 0;
     for (int b = 0; b < B; b++) {
@@ -386,17 +388,20 @@ static void check_xent(int B, int C, float scale, uint64_t seed) {
             s += exp((double)z[b * C + j]);
             if (z[b * C + j] > z[b * C + arg]) arg = j;
         }
-        want += log(s) - z[b * C + lab[b]];
+        double mean_z = 0;
+        for (int j = 0; j < C; j++) mean_z += (double)z[b * C + j] / C;
+        want += (1 - e) * (log(s) - z[b * C + lab[b]]) + e * (log(s) - mean_z);
         want_ok += arg == lab[b];
     }
+    if (!(fabs(loss - want) <= 1e-12 * (1 + fabs(want)))) fprintf(stderr, "# loss %.15g want %.15g\n", loss, want);
     assert_true(fabs(loss - want) <= 1e-12 * (1 + fabs(want)));
     assert_int_equal(correct, want_ok);
-    xent_ctx c = {z, lab, B, C};
+    xent_ctx c = {z, lab, B, C, e};
     fd_stats st = {0};
     /* smooth: truncation error ~eps^2/6 * |third derivative| <= ~1e-7; dlogits rounded to float */
     fd_check("xent dlogits", z, dl, n, 1e-3f, xent_eval, &c, 0, 1e-4, 2e-7, &st);
     char what[64];
-    snprintf(what, sizeof what, "softmax_xent B%d C%d scale %g", B, C, scale);
+    snprintf(what, sizeof what, "softmax_xent B%d C%d scale %g smoothing %g", B, C, scale, e);
     fd_report(what, &st);
     assert_int_equal(st.bad, 0);
     assert_int_equal(st.checked, (long)n);
@@ -411,10 +416,14 @@ static void check_xent(int B, int C, float scale, uint64_t seed) {
 
 static void test_softmax_xent_grad(void **state) {
     (void)state;
-    check_xent(1, 2, 1, 1);
-    check_xent(4, 7, 3, 2);
-    check_xent(5, 10, 5, 3);
-    check_xent(3, 37, 2, 4);
+    check_xent(1, 2, 1, 1, 0);
+    check_xent(4, 7, 3, 2, 0);
+    check_xent(5, 10, 5, 3, 0);
+    check_xent(3, 37, 2, 4, 0);
+    check_xent(1, 2, 1, 5, 0.5);
+    check_xent(4, 7, 3, 6, 0.1);
+    check_xent(5, 10, 5, 7, 0.25);
+    check_xent(3, 37, 2, 8, 0.9);
 }
 
 /* no overflow, no log(0) on logits of magnitude 1e4 */

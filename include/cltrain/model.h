@@ -56,6 +56,7 @@ typedef struct ct_model {
     size_t ws_floats;
     int step;                   /* optimizer steps taken (Adam bias correction) */
     int nonfinite;              /* read back with the results: the last step met a NaN/Inf gradient and was skipped */
+    float label_smoothing;      /* softmax cross-entropy targets (1-e)*onehot + e/C; 0: plain one-hot */
     int loss_batch;             /* > 0: the loss is the sum over this many samples' mean (data-parallel global batch); 0: B */
 } ct_model;
 
@@ -84,7 +85,8 @@ void ct_model_select_input(ct_model *m, int j);
 /* Resident data: x[b] = data[idx[b]] * scale + shift, labels[b] = lab[idx[b]], on the device. */
 void ct_model_gather(ct_model *m, cl_mem data, cl_mem lab, cl_mem idx, int B, float scale, float shift);
 void ct_model_forward(ct_model *m, int B);
-/* Softmax cross-entropy on the last layer's output; fills loss, pred, dlogits (mean over B). */
+/* Softmax cross-entropy on the last layer's output, with m->label_smoothing;
+ * fills loss, pred, dlogits (mean over B). */
 void ct_model_loss(ct_model *m, int B);
 /* Backward from the last layer to the first. When on_layer_done is given it is
  * called after each layer's gradients are enqueued (top to bottom), e.g. to

@@ -22,6 +22,9 @@ void ref_maxpool_backward(float *dx, const float *dy, const float *x, int B, int
 
 /* mean softmax cross-entropy over B rows; dlogits = (softmax - onehot) / B; returns loss sum; counts correct */
 double ref_softmax_xent(float *dlogits, const float *logits, const int32_t *labels, int B, int C, int *correct);
+/* the same with label smoothing e: targets (1-e)*onehot + e/C; loss sum_j q_j*(logsumexp - z_j) */
+double ref_softmax_xent_smooth(float *dlogits, const float *logits, const int32_t *labels, int B, int C, double e,
+                              int *correct);
 
 /* batch norm over x[M, C] with batch statistics; mean/invstd out may be NULL */
 void ref_bn_forward(float *y, double *mean, double *invstd, const float *x, const float *gamma, const float *beta,

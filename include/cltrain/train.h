@@ -34,6 +34,7 @@ typedef struct ct_train_opts {
     int model_set;         /* --model was given (checked against the checkpoint) */
     int on_nan_skip;       /* --on-nan skip */
     int schedule, warmup;  /* --schedule constant|step|cosine, --warmup N steps */
+    float label_smoothing; /* --label-smoothing E in [0, 1): training targets (1-E)*onehot + E/classes */
     const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval` */
     const char *logdir;    /* --logdir: metrics.csv and a TensorBoard event file */
     const ct_source *train_src, *eval_src; /* samples through these instead of bytes*scale+shift (augmentation) */

@@ -629,7 +629,7 @@ void ct_model_forward(ct_model *m, int B) {
 void ct_model_loss(ct_model *m, int B) {
     ct_layer *last = &m->layers[m->n_layers - 1];
     ct_kargs(m->k_xent, m->loss, m->pred, m->dlogits, last->out, m->labels, 0, B, m->n_classes,
-               1.0f / (float)(m->loss_batch > 0 ? m->loss_batch : B));
+               1.0f / (float)(m->loss_batch > 0 ? m->loss_batch : B), m->label_smoothing);
     size_t gws = (size_t)B;
     ct_cl_run(m->cl, m->k_xent, "softmax_xent", 1, &gws, NULL);
 }

@@ -2,7 +2,8 @@
 #include "cltrain/ref.h"
 #include <math.h>
 
-double ref_softmax_xent(float *dlogits, const float *logits, const int32_t *labels, int B, int C, int *correct) {
+double ref_softmax_xent_smooth(float *dlogits, const float *logits, const int32_t *labels, int B, int C, double e,
+                              int *correct) {
     double total = 0;
     int ok = 0;
     for (int b = 0; b < B; b++) {
@@ -14,13 +15,22 @@ double ref_softmax_xent(float *dlogits, const float *logits, const int32_t *labe
         double s = 0;
         for (int j = 0; j < C; j++) s += exp(z[j] - m);
         double lse = m + log(s);
-        total += lse - z[labels[b]];
+        /* target q_j = (1-e)*[j == label] + e/C; loss = sum_j q_j * (lse - z_j) */
+        for (int j = 0; j < C; j++) {
+            double q = (j == labels[b]) * (1.0 - e) + e / C;
+            if (q != 0) total += q * (lse - z[j]);
+        }
         ok += arg == labels[b];
         if (dlogits)
-            for (int j = 0; j < C; j++) dlogits[(long)b * C + j] = (float)((exp(z[j] - lse) - (j == labels[b])) / B);
+            for (int j = 0; j < C; j++)
+                dlogits[(long)b * C + j] = (float)((exp(z[j] - lse) - ((j == labels[b]) * (1.0 - e) + e / C)) / B);
     }
     if (correct) *correct = ok;
     return total;
+}
+
+double ref_softmax_xent(float *dlogits, const float *logits, const int32_t *labels, int B, int C, int *correct) {
+    return ref_softmax_xent_smooth(dlogits, logits, labels, B, C, 0.0, correct);
 }
 
 void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t) {

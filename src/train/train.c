@@ -62,7 +62,9 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
     int *idx = ct_xmalloc(sizeof(int) * m->batch);
     float *fimg = src ? ct_xmalloc(sz * m->batch * sizeof(float)) : NULL;
     int was_training = m->training;
-    m->training = 0; /* batch norm uses its running averages */
+    float smoothing = m->label_smoothing;
+    m->training = 0;          /* batch norm uses its running averages */
+    m->label_smoothing = 0;   /* the test loss is the plain cross-entropy */
     for (int s = lo; s < hi; s += m->batch) {
         int B = hi - s < m->batch ? hi - s : m->batch;
         for (int i = 0; i < B; i++) idx[i] = s + i;
@@ -71,7 +73,12 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
             for (int i = 0; i < B; i++) {
                 ct_rng r = ct_rng_make(0, 0, (uint64_t)idx[i]);
                 int rc = src->load(src->ctx, idx[i], fimg + (size_t)i * sz, lab + i, &r);
-                if (rc) { free(img); free(lab); free(pred); free(idx); free(fimg); m->training = was_training; return rc; }
+                if (rc) {
+                    free(img); free(lab); free(pred); free(idx); free(fimg);
+                    m->training = was_training;
+                    m->label_smoothing = smoothing;
+                    return rc;
+                }
             }
             ct_cl_write(m->cl, m->input, 0, (size_t)B * sz * sizeof(float), fimg);
             ct_cl_write(m->cl, m->labels, 0, (size_t)B * 4, lab);
@@ -88,6 +95,7 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
         }
     }
     m->training = was_training;
+    m->label_smoothing = smoothing;
     if (ct_world.size > 1) {
         double l = res->loss;
         ct_dist_sum(&l, 1);
@@ -234,6 +242,8 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     if (!writer) o->quiet = 1; /* rank 0 alone prints, logs and saves */
     if (o->batch < 1 || o->batch > 4096) return ct_fail(CT_EINPUT, "--batch-size %d: expected 1..4096", o->batch);
     if (o->epochs < 1) return ct_fail(CT_EINPUT, "--epochs %d: expected at least 1", o->epochs);
+    if (!(o->label_smoothing >= 0 && o->label_smoothing < 1))
+        return ct_fail(CT_EINPUT, "--label-smoothing %g: expected a number in [0, 1), e.g. 0.1", o->label_smoothing);
     double t_start = ct_now();
     ct_model m;
     ct_cl cl;
@@ -284,6 +294,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     if (!rc) rc = ct_model_setup(&m, &cl, o->batch, o->gemm);
     if (rc) goto done;
     ct_model_init_weights(&m, o->seed);
+    m.label_smoothing = o->label_smoothing;
     if (o->resume) {
         ct_model_set_params(&m, ck.params);
         ct_cl_write(&cl, m.mom1, 0, m.n_params * 4, ck.mom1);
