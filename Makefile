@@ -24,7 +24,7 @@ SAN     ?=
 CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
-LIB_SRC  := $(sort $(wildcard src/util/*.c src/cl/*.c src/nn/*.c src/optim/*.c src/data/*.c \
+LIB_SRC  := $(sort $(wildcard src/util/*.c src/cl/*.c src/nn/*.c src/nn/layers/*.c src/optim/*.c src/data/*.c \
                               src/pipe/*.c src/train/*.c src/ref/*.c src/dist/*.c))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))

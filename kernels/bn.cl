@@ -31,10 +31,11 @@ __kernel void bn_reduce(__global float *p1, __global float *p2, __global const f
 
 /* stats = [mean[C], invstd[C]]. pass 0: mean from the partial sums; pass 1:
  * invstd from the partial squared deviations, and the running averages
- * (mean at run[offRun], unbiased variance C floats later) updated with
- * momentum. gws = (C) */
+ * (mean at run[offMean], unbiased variance at run[offVar]: the offsets of
+ * ct_bn_layout, include/cltrain/layer.h) updated with momentum. gws = (C) */
 __kernel void bn_stats(__global float *stats, __global const float *p1, const int chunks, const int M, const int C,
-                       const int pass, const float eps, const float momentum, __global float *run, const int offRun) {
+                       const int pass, const float eps, const float momentum, __global float *run, const int offMean,
+                       const int offVar) {
     const int c = (int)get_global_id(0);
     if (c >= C) return;
     float s = 0.0f;
@@ -44,18 +45,18 @@ __kernel void bn_stats(__global float *stats, __global const float *p1, const in
     } else {
         const float var = s / M;
         stats[C + c] = rsqrt(var + eps);
-        run[offRun + c] = (1.0f - momentum) * run[offRun + c] + momentum * stats[c];
-        run[offRun + C + c] = (1.0f - momentum) * run[offRun + C + c] + momentum * var * M / max(M - 1, 1);
+        run[offMean + c] = (1.0f - momentum) * run[offMean + c] + momentum * stats[c];
+        run[offVar + c] = (1.0f - momentum) * run[offVar + c] + momentum * var * M / max(M - 1, 1);
     }
 }
 
-/* Evaluation: stats from the running averages (mean at run[offRun], variance C after). gws = (C) */
-__kernel void bn_stats_eval(__global float *stats, __global const float *run, const int offRun, const int C,
-                            const float eps) {
+/* Evaluation: stats from the running averages (mean at run[offMean], variance at run[offVar]). gws = (C) */
+__kernel void bn_stats_eval(__global float *stats, __global const float *run, const int offMean, const int offVar,
+                            const int C, const float eps) {
     const int c = (int)get_global_id(0);
     if (c >= C) return;
-    stats[c] = run[offRun + c];
-    stats[C + c] = rsqrt(run[offRun + C + c] + eps);
+    stats[c] = run[offMean + c];
+    stats[C + c] = rsqrt(run[offVar + c] + eps);
 }
 
 /* y = gamma * (x - mean) * invstd + beta, then ReLU if act. gws = (C, M) */

@@ -9,7 +9,8 @@
 #define CLTRAIN_MODEL_H
 #include "cltrain/gemm.h"
 
-enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT };
+/* layer types: each has its file src/nn/layers/<name>.c and a line in ct_layer_table (cltrain/layer.h) */
+enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_COUNT };
 extern const char *const ct_layer_names[];
 enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
 enum { CT_OPT_ADAM, CT_OPT_SGD };
@@ -21,6 +22,7 @@ typedef struct ct_layer {
     float prob;                 /* dropout probability */
     size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer */
     int line;                   /* line of its section in the .cfg */
+    int from;                   /* a second input: the output of layer `from` (-1: the network input); -2: none */
     cl_mem out;                 /* [batch, oh, ow, oc] */
     cl_mem dx;                  /* [batch, ih, iw, ic]: gradient w.r.t. the input (not for layer 0) */
     cl_mem bn_stats, bn_sums;   /* batch norm: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each */

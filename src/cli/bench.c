@@ -4,6 +4,7 @@
  * Results are validated by the test suite before they are timed here. */
 #include "cli.h"
 #include "cltrain/dist.h"
+#include "cltrain/layer.h"
 #include <pthread.h>
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wsign-compare"
@@ -33,9 +34,8 @@ static void fwd_fn(void *p) { layer_arg *a = p; ct_layer_forward(a->m, a->i, a->
 static void bwd_fn(void *p) { layer_arg *a = p; ct_layer_backward(a->m, a->i, a->B); }
 
 static void layer_flops(const ct_layer *L, int B, int first, double *fwd, double *bwd) {
-    double f = 0;
-    if (L->type == CT_L_CONV) f = 2.0 * B * L->oh * L->ow * L->oc * L->k * L->k * L->ic;
-    else if (L->type == CT_L_DENSE) f = 2.0 * B * (double)L->n_w;
+    const ct_layer_ops *o = ct_layer_ops_of(L);
+    double f = o->flops ? (double)B * o->flops(L) : 0;
     *fwd = f;
     *bwd = first ? f : 2 * f;
 }

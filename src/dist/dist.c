@@ -2,6 +2,7 @@
  * (see dist.h). Every wait polls its MPI request and sleeps between polls:
  * Open MPI's blocking calls spin, which would take a core from PoCL. */
 #include "cltrain/dist.h"
+#include "cltrain/layer.h"
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -318,17 +319,17 @@ void ct_dist_average_running_stats(ct_model *m) {
 #ifdef CT_MPI
     if (!MULTI) return;
     for (int i = 0; i < m->n_layers; i++) {
-        ct_layer *L = &m->layers[i];
-        if (L->type != CT_L_BATCHNORM) continue;
-        /* layout: gamma, running mean, running variance (3 x C), beta */
-        size_t C = (size_t)L->oc, off = L->w_off + C;
-        float *f = ct_xmalloc(2 * C * sizeof(float));
-        double *d = ct_xmalloc(2 * C * sizeof(double));
-        ct_cl_read(m->cl, m->params, off * 4, 2 * C * 4, f);
-        for (size_t k = 0; k < 2 * C; k++) d[k] = f[k];
-        ct_dist_sum(d, (int)(2 * C));
-        for (size_t k = 0; k < 2 * C; k++) f[k] = (float)(d[k] / ct_world.size);
-        ct_cl_write(m->cl, m->params, off * 4, 2 * C * 4, f);
+        const ct_layer_ops *o = ct_layer_ops_of(&m->layers[i]);
+        size_t off = 0, n = o->state ? o->state(&m->layers[i], &off) : 0;
+        if (!n) continue;
+        /* state the optimizer does not move (batch norm's running averages): the mean over ranks */
+        float *f = ct_xmalloc(n * sizeof(float));
+        double *d = ct_xmalloc(n * sizeof(double));
+        ct_cl_read(m->cl, m->params, off * 4, n * 4, f);
+        for (size_t k = 0; k < n; k++) d[k] = f[k];
+        ct_dist_sum(d, (int)n);
+        for (size_t k = 0; k < n; k++) f[k] = (float)(d[k] / ct_world.size);
+        ct_cl_write(m->cl, m->params, off * 4, n * 4, f);
         free(f);
         free(d);
     }
@@ -342,8 +343,11 @@ int ct_dist_params_agree(ct_model *m) {
     float *p = ct_xmalloc(m->n_params * sizeof(float));
     ct_model_get_params(m, p);
     /* batch-norm running statistics differ by design until averaged: leave them out */
-    for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].type == CT_L_BATCHNORM) memset(p + m->layers[i].w_off + m->layers[i].oc, 0, 2 * m->layers[i].oc * sizeof(float));
+    for (int i = 0; i < m->n_layers; i++) {
+        const ct_layer_ops *o = ct_layer_ops_of(&m->layers[i]);
+        size_t off = 0, n = o->state ? o->state(&m->layers[i], &off) : 0;
+        if (n) memset(p + off, 0, n * sizeof(float));
+    }
     uLong c = crc32(crc32(0, NULL, 0), (const Bytef *)p, (uInt)(m->n_params * 4));
     free(p);
     int v[2] = {(int)(c & 0x7fffffff), -(int)(c & 0x7fffffff)};

@@ -1,12 +1,14 @@
-/* nn/model.c: .cfg parsing (inih, one call per section), shape inference and
- * validation, device buffers, forward/backward of conv (im2col + GEMM with
- * bias and ReLU fused), max-pool and dense layers, softmax cross-entropy and
- * the optimizer launch. Nothing is allocated after ct_model_setup.
- * Tested by tests/test_layers.c and tests/test_model.c. */
-#include "cltrain/model.h"
+/* nn/model.c: the sequencer. It reads a .cfg (its own line reader: lines of
+ * any length, each section's keys from its layer type's table entry), packs
+ * the flat parameter buffer, allocates every device buffer once
+ * (ct_model_setup), and runs the layers in order forward and in reverse
+ * backward, each through its ct_layer_ops (src/nn/layers/); then softmax
+ * cross-entropy and the optimizer launch. Nothing is allocated after
+ * ct_model_setup. Tested by tests/test_model.c and tests/test_layers.c. */
+#include "cltrain/layer.h"
 #include <ctype.h>
 #include <errno.h>
-#include <ini.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -14,130 +16,111 @@ extern const struct ct_embedded { const char *name; const char *src; } ct_embedd
 
 /* ---------------- parsing ---------------- */
 
-const char *const ct_layer_names[] = {"conv", "maxpool", "dense", "batchnorm", "avgpool", "dropout"};
-enum { BN_CHUNK = 64 };            /* rows per partial sum */
-#define BN_EPS 1e-5f
-#define BN_MOMENTUM 0.1f
+enum { SECT_NET = -1, SECT_SOFTMAX = -2 };
+static const ct_key net_keys[] = {
+    CT_KEY(height, CT_KEY_INT, 1, 65536), CT_KEY(width, CT_KEY_INT, 1, 65536),
+    CT_KEY(channels, CT_KEY_INT, 1, 4096), CT_KEY(classes, CT_KEY_INT, 2, 65536),
+};
 
-typedef struct sect {
-    const char *file;
-    int line;        /* line being parsed; the [section] header's once the section is read */
-    int kind;        /* -1 net, else CT_L_* ; -2 softmax */
-    int filters, size, stride, pad, outputs, act, height, width, channels, classes;
-    int has_filters, has_size, has_outputs;
-    float prob;
-    int err;
-} sect;
+/* one [section] being read: its kind (SECT_* or CT_L_*) and keys */
+typedef struct sect_kind { int kind; const ct_key *keys; int n_keys; } sect_kind;
 
-static int parse_int(sect *s, const char *name, const char *value, int *out, int lo, int hi, int lineno) {
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    while (*end && isspace((unsigned char)*end)) end++;
-    if (end == value || *end || errno || v < lo || v > hi) {
-        s->err = ct_fail(CT_EINPUT, "%s:%d: %s=%s is not a whole number in %d..%d", s->file, lineno, name, value, lo, hi);
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
-
-static int handler(void *user, const char *section, const char *name, const char *value) {
-    sect *s = user;
-    (void)section;
-    if (s->err) return 0;
-    int line = s->line;
-    if (!strcmp(name, "activation")) {
-        if (!strcmp(value, "relu")) s->act = CT_ACT_RELU;
-        else if (!strcmp(value, "linear")) s->act = CT_ACT_LINEAR;
-        else { s->err = ct_fail(CT_EINPUT, "%s:%d: activation=%s: expected relu or linear", s->file, line, value); return 0; }
-        return 1;
-    }
-    if (!strcmp(name, "probability")) {
-        char *end;
-        double v = strtod(value, &end);
-        while (*end && isspace((unsigned char)*end)) end++;
-        if (end == value || *end || !(v >= 0 && v < 1)) {
-            s->err = ct_fail(CT_EINPUT, "%s:%d: probability=%s is not a number in [0, 1)", s->file, line, value);
-            return 0;
-        }
-        s->prob = (float)v;
-        return 1;
-    }
-    struct { const char *n; int *p; int lo, hi; int *has; } keys[] = {
-        {"filters", &s->filters, 1, 65536, &s->has_filters}, {"size", &s->size, 1, 64, &s->has_size},
-        {"stride", &s->stride, 1, 64, NULL}, {"pad", &s->pad, 0, 64, NULL},
-        {"outputs", &s->outputs, 1, 1 << 24, &s->has_outputs}, {"height", &s->height, 1, 65536, NULL},
-        {"width", &s->width, 1, 65536, NULL}, {"channels", &s->channels, 1, 4096, NULL},
-        {"classes", &s->classes, 2, 65536, NULL},
-    };
-    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        if (!strcmp(name, keys[i].n)) {
-            if (!parse_int(s, name, value, keys[i].p, keys[i].lo, keys[i].hi, line)) return 0;
-            if (keys[i].has) *keys[i].has = 1;
+static int find_kind(const char *name, sect_kind *k) {
+    if (!strcmp(name, "net")) { *k = (sect_kind){SECT_NET, net_keys, (int)(sizeof net_keys / sizeof *net_keys)}; return 1; }
+    if (!strcmp(name, "softmax")) { *k = (sect_kind){SECT_SOFTMAX, NULL, 0}; return 1; }
+    for (int t = 0; t < CT_L_COUNT; t++) {
+        const ct_layer_ops *o = ct_layer_table[t];
+        if (!strcmp(name, o->name) || (o->alias && !strcmp(name, o->alias))) {
+            *k = (sect_kind){t, o->keys, o->n_keys};
             return 1;
         }
-    s->err = ct_fail(CT_EINPUT, "%s:%d: unknown key '%s' in this section", s->file, line, name);
+    }
     return 0;
 }
 
-static int add_layer(ct_model *m, const sect *s, int *h, int *w, int *c) {
+static void sect_defaults(ct_sect *s, const sect_kind *k) {
+    s->stride = 1;
+    s->act = CT_ACT_LINEAR;
+    s->prob = 0.5f;
+    s->from = 0;
+    if (k->kind >= 0 && ct_layer_table[k->kind]->defaults) ct_layer_table[k->kind]->defaults(s);
+}
+
+static int set_value(ct_sect *s, const ct_key *key, const char *name, const char *v, int line) {
+    char *end;
+    errno = 0;
+    if (key->type == CT_KEY_ACT) {
+        int *act = (int *)((char *)s + key->off);
+        if (!strcmp(v, "relu")) *act = CT_ACT_RELU;
+        else if (!strcmp(v, "linear")) *act = CT_ACT_LINEAR;
+        else return ct_fail(CT_EINPUT, "%s:%d: activation=%s: expected relu or linear", s->file, line, v);
+    } else if (key->type == CT_KEY_PROB) {
+        double d = strtod(v, &end);
+        if (end == v || *end || !(d >= 0 && d < 1))
+            return ct_fail(CT_EINPUT, "%s:%d: %s=%s is not a number in [0, 1)", s->file, line, name, v);
+        *(float *)((char *)s + key->off) = (float)d;
+    } else {
+        long d = strtol(v, &end, 10);
+        if (end == v || *end || errno || d < key->lo || d > key->hi)
+            return ct_fail(CT_EINPUT, "%s:%d: %s=%s is not a whole number in %d..%d", s->file, line, name, v, key->lo, key->hi);
+        *(int *)((char *)s + key->off) = (int)d;
+    }
+    return 0;
+}
+
+/* "key = value" (or "key: value", as inih took it; "; comment" after a
+ * blank ends the value) against the section's own keys */
+static int parse_key_line(ct_sect *s, const sect_kind *k, const char *p, size_t len, int line) {
+    size_t sep = 0;
+    while (sep < len && p[sep] != '=' && p[sep] != ':') sep++;
+    if (sep == len)
+        return ct_fail(CT_EINPUT, "%s:%d: cannot parse this line in [%s] (expected key=value): '%.*s'", s->file, line,
+                       s->kind, len > 60 ? 60 : (int)len, p);
+    size_t ke = sep, vb = sep + 1, ve = len;
+    while (ke > 0 && isspace((unsigned char)p[ke - 1])) ke--;
+    while (vb < len && isspace((unsigned char)p[vb])) vb++;
+    for (size_t j = vb; j < len; j++)
+        if (p[j] == ';' && j > vb && isspace((unsigned char)p[j - 1])) { ve = j; break; }
+    while (ve > vb && isspace((unsigned char)p[ve - 1])) ve--;
+    char name[64], *value = strndup(p + vb, ve - vb);
+    snprintf(name, sizeof name, "%.*s", ke > 63 ? 63 : (int)ke, p);
+    int rc = 0, i = 0;
+    while (i < k->n_keys && (ke != strlen(k->keys[i].name) || strncmp(p, k->keys[i].name, ke))) i++;
+    if (i == k->n_keys) {
+        char list[256] = "";
+        for (int j = 0; j < k->n_keys; j++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", k->keys[j].name);
+        rc = ct_fail(CT_EINPUT, "%s:%d: %.*s: [%s] takes no key '%s' (%s%s)", s->file, line, len > 60 ? 60 : (int)len, p,
+                     s->kind, name, k->n_keys ? "its keys: " : "it takes no keys", list);
+    } else {
+        rc = set_value(s, &k->keys[i], name, value, line);
+        s->has |= 1u << i;
+    }
+    free(value);
+    return rc;
+}
+
+/* a line of [p, p + len): 1 if blank or a comment */
+static int blank_line(const char *p, size_t len) {
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)p[i])) i++;
+    return i == len || p[i] == '#' || p[i] == ';';
+}
+
+static int add_layer(ct_model *m, const ct_sect *s, int type, int *h, int *w, int *c) {
     if (m->n_layers >= CT_MAX_LAYERS) return ct_fail(CT_EINPUT, "%s:%d: more than %d layers", s->file, s->line, CT_MAX_LAYERS);
+    const ct_layer_ops *o = ct_layer_table[type];
     ct_layer *L = &m->layers[m->n_layers];
     memset(L, 0, sizeof *L);
-    L->type = s->kind;
+    L->type = type;
     L->act = s->act;
     L->line = s->line;
+    L->from = -2;
     L->ih = *h; L->iw = *w; L->ic = *c;
-    switch (s->kind) {
-    case CT_L_CONV:
-        if (!s->has_filters || !s->has_size)
-            return ct_fail(CT_EINPUT, "%s:%d: [conv] needs filters= and size=", s->file, s->line);
-        L->k = s->size; L->stride = s->stride; L->pad = s->pad;
-        L->oh = (*h + 2 * L->pad - L->k) / L->stride + 1;
-        L->ow = (*w + 2 * L->pad - L->k) / L->stride + 1;
-        if (*h + 2 * L->pad < L->k || *w + 2 * L->pad < L->k)
-            return ct_fail(CT_EINPUT, "%s:%d: [conv] size=%d does not fit its %dx%d input (pad %d)", s->file, s->line, L->k, *h, *w, L->pad);
-        L->oc = s->filters;
-        L->n_w = (size_t)L->k * L->k * L->ic * L->oc;
-        L->n_b = (size_t)L->oc;
-        m->flops_fwd += 2.0 * L->oh * L->ow * L->oc * L->k * L->k * L->ic;
-        break;
-    case CT_L_MAXPOOL:
-        if (!s->has_size) return ct_fail(CT_EINPUT, "%s:%d: [maxpool] needs size=", s->file, s->line);
-        L->k = s->size;
-        L->stride = s->stride ? s->stride : s->size;
-        if (*h < L->k || *w < L->k)
-            return ct_fail(CT_EINPUT, "%s:%d: [maxpool] size=%d does not fit its %dx%d input", s->file, s->line, L->k, *h, *w);
-        L->oh = (*h - L->k) / L->stride + 1;
-        L->ow = (*w - L->k) / L->stride + 1;
-        L->oc = *c;
-        break;
-    case CT_L_DENSE:
-        if (!s->has_outputs) return ct_fail(CT_EINPUT, "%s:%d: [dense] needs outputs=", s->file, s->line);
-        L->oh = L->ow = 1;
-        L->oc = s->outputs;
-        L->n_w = (size_t)*h * *w * *c * L->oc;
-        L->n_b = (size_t)L->oc;
-        m->flops_fwd += 2.0 * (double)L->n_w;
-        break;
-    case CT_L_AVGPOOL: /* global: one value per channel */
-        L->oh = L->ow = 1;
-        L->oc = *c;
-        break;
-    case CT_L_DROPOUT:
-        L->oh = *h; L->ow = *w; L->oc = *c;
-        L->prob = s->prob;
-        break;
-    case CT_L_BATCHNORM:
-        /* weights: gamma, then the running mean and variance (state the optimizer never
-         * moves: their gradients stay 0); bias: beta */
-        L->oh = *h; L->ow = *w; L->oc = *c;
-        L->n_w = 3 * (size_t)*c;
-        L->n_b = (size_t)*c;
-        break;
-    }
+    int rc = o->shape(m, L, s);
+    if (rc) return rc;
     if ((double)L->oh * L->ow * L->oc > 1e9) return ct_fail(CT_EINPUT, "%s:%d: layer output is absurdly large", s->file, s->line);
+    if (o->flops) m->flops_fwd += o->flops(L);
     L->w_off = m->n_params;
     m->n_params += L->n_w;
     L->b_off = m->n_params;
@@ -147,97 +130,78 @@ static int add_layer(ct_model *m, const sect *s, int *h, int *w, int *c) {
     return 0;
 }
 
+typedef struct parse_state { int have_net, have_softmax, h, w, c; } parse_state;
+
+/* a section once its keys are read */
+static int end_section(ct_model *m, parse_state *ps, const ct_sect *s, const sect_kind *k) {
+    if (k->kind == SECT_NET) {
+        if (ps->have_net || m->n_layers) return ct_fail(CT_EINPUT, "%s:%d: [net] must come first, once", s->file, s->line);
+        if ((s->has & 15u) != 15u)
+            return ct_fail(CT_EINPUT, "%s:%d: [net] needs height=, width=, channels= and classes=", s->file, s->line);
+        ps->have_net = 1;
+        m->in_h = ps->h = s->height; m->in_w = ps->w = s->width; m->in_c = ps->c = s->channels; m->n_classes = s->classes;
+        return 0;
+    }
+    if (k->kind == SECT_SOFTMAX) { ps->have_softmax = 1; return 0; }
+    if (!ps->have_net) return ct_fail(CT_EINPUT, "%s:%d: a [net] section with the input shape must come first", s->file, s->line);
+    if (ps->have_softmax) return ct_fail(CT_EINPUT, "%s:%d: [softmax] must be the last section", s->file, s->line);
+    return add_layer(m, s, k->kind, &ps->h, &ps->w, &ps->c);
+}
+
+/* a "[name]" header line: the kind, and nothing after it but a comment */
+static int parse_header(const char *name, const char *p, size_t len, int line, char *kind, size_t cap, sect_kind *k) {
+    const char *q = p, *e = p + len;
+    while (q < e && isspace((unsigned char)*q)) q++;
+    const char *close = memchr(q, ']', (size_t)(e - q));
+    if (q == e || *q != '[' || !close) return ct_fail(CT_EINPUT, "%s:%d: malformed section header", name, line);
+    snprintf(kind, cap, "%.*s", (int)(close - q - 1), q + 1);
+    if (!blank_line(close + 1, (size_t)(e - close - 1)))
+        return ct_fail(CT_EINPUT, "%s:%d: text after the [%s] header: '%.*s'; put each key=value on its own line", name,
+                       line, kind, (int)(e - close - 1 > 60 ? 60 : e - close - 1), close + 1);
+    if (find_kind(kind, k)) return 0;
+    char known[256] = "net";
+    for (int t = 0; t < CT_L_COUNT; t++) snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", ct_layer_table[t]->name);
+    return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: %s, softmax", name, line, kind, known);
+}
+
 int ct_model_parse(ct_model *m, const char *text, const char *name) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
     m->cfg = strdup(text);
-    const char *p = text;
-    int line = 1, have_net = 0, have_softmax = 0, h = 0, w = 0, c = 0;
-    /* skip leading blank and comment lines */
-    while (*p) {
+    parse_state ps = {0};
+    ct_sect s = {.file = name};
+    sect_kind k = {0};
+    char kind[32];
+    int in_sect = 0, rc = 0, line = 1;
+    for (const char *p = text; *p && !rc; line++) {
         const char *eol = strchr(p, '\n');
         size_t len = eol ? (size_t)(eol - p) : strlen(p);
         const char *q = p;
-        while (q < p + len && isspace((unsigned char)*q)) q++;
-        if (q < p + len && *q == '[') break;
-        if (q < p + len && *q != '#' && *q != ';')
-            return ct_fail(CT_EINPUT, "%s:%d: expected a [section] header, got '%.*s'", name, line, (int)len, p);
-        if (!eol) { p += len; break; }
-        p = eol + 1;
-        line++;
+        while (q < p + len && (*q == ' ' || *q == '\t')) q++;
+        if (q < p + len && *q == '[') {
+            if (in_sect) rc = end_section(m, &ps, &s, &k);
+            if (!rc) rc = parse_header(name, p, len, line, kind, sizeof kind, &k);
+            s = (ct_sect){.file = name, .line = line, .kind = kind};
+            sect_defaults(&s, &k);
+            in_sect = 1;
+        } else if (!blank_line(p, len)) {
+            if (!in_sect)
+                rc = ct_fail(CT_EINPUT, "%s:%d: expected a [section] header, got '%.*s'", name, line, len > 60 ? 60 : (int)len, p);
+            else
+                rc = parse_key_line(&s, &k, q, len - (size_t)(q - p), line);
+        }
+        p = eol ? eol + 1 : p + len;
     }
-    while (*p) {
-        /* one section: header line plus every line up to the next header */
-        const char *hdr_end = strchr(p, '\n');
-        size_t hlen = hdr_end ? (size_t)(hdr_end - p) : strlen(p);
-        const char *q = p;
-        while (isspace((unsigned char)*q)) q++;
-        const char *close = memchr(q, ']', hlen - (size_t)(q - p));
-        if (*q != '[' || !close) return ct_fail(CT_EINPUT, "%s:%d: malformed section header", name, line);
-        char kind[32];
-        snprintf(kind, sizeof kind, "%.*s", (int)(close - q - 1), q + 1);
-        const char *body = hdr_end ? hdr_end + 1 : p + hlen;
-        const char *next = body;
-        int body_lines = 0;
-        while (*next) {
-            const char *r = next;
-            while (*r == ' ' || *r == '\t') r++;
-            if (*r == '[') break;
-            const char *e = strchr(next, '\n');
-            body_lines++;
-            next = e ? e + 1 : next + strlen(next);
-        }
-        sect s = {.file = name, .line = line, .stride = 1, .act = CT_ACT_LINEAR, .prob = 0.5f};
-        if (!strcmp(kind, "net")) s.kind = -1;
-        else if (!strcmp(kind, "conv") || !strcmp(kind, "convolutional")) s.kind = CT_L_CONV;
-        else if (!strcmp(kind, "maxpool")) s.kind = CT_L_MAXPOOL;
-        else if (!strcmp(kind, "dense") || !strcmp(kind, "connected")) s.kind = CT_L_DENSE;
-        else if (!strcmp(kind, "batchnorm")) s.kind = CT_L_BATCHNORM;
-        else if (!strcmp(kind, "avgpool")) s.kind = CT_L_AVGPOOL;
-        else if (!strcmp(kind, "dropout")) s.kind = CT_L_DROPOUT;
-        else if (!strcmp(kind, "softmax")) s.kind = -2;
-        else return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: net, conv, maxpool, avgpool, dense, batchnorm, dropout, softmax", name, line, kind);
-        if (s.kind == CT_L_MAXPOOL) s.stride = 0;
-        /* inih parses one line at a time here, so every message names the key's own line */
-        const char *lp = body;
-        for (int k = 1; lp < next; k++) {
-            const char *e = memchr(lp, '\n', (size_t)(next - lp));
-            size_t len = e ? (size_t)(e - lp) : (size_t)(next - lp);
-            char *one = strndup(lp, len);
-            s.line = line + k;
-            int r = ini_parse_string(one, handler, &s);
-            free(one);
-            if (s.err) return s.err;
-            if (r != 0) return ct_fail(CT_EINPUT, "%s:%d: cannot parse this line (expected key=value)", name, line + k);
-            lp = e ? e + 1 : next;
-        }
-        s.line = line;
-        if (s.kind == -1) {
-            if (have_net || m->n_layers) return ct_fail(CT_EINPUT, "%s:%d: [net] must come first, once", name, line);
-            if (!s.height || !s.width || !s.channels || !s.classes)
-                return ct_fail(CT_EINPUT, "%s:%d: [net] needs height=, width=, channels= and classes=", name, line);
-            have_net = 1;
-            m->in_h = h = s.height; m->in_w = w = s.width; m->in_c = c = s.channels; m->n_classes = s.classes;
-        } else if (s.kind == -2) {
-            have_softmax = 1;
-        } else {
-            if (!have_net) return ct_fail(CT_EINPUT, "%s:%d: a [net] section with the input shape must come first", name, line);
-            if (have_softmax) return ct_fail(CT_EINPUT, "%s:%d: [softmax] must be the last section", name, line);
-            int rc = add_layer(m, &s, &h, &w, &c);
-            if (rc) return rc;
-        }
-        line += 1 + body_lines;
-        p = next;
-    }
-    if (!have_net) return ct_fail(CT_EINPUT, "%s: no [net] section", name);
+    if (!rc && in_sect) rc = end_section(m, &ps, &s, &k);
+    if (rc) return rc;
+    if (!ps.have_net) return ct_fail(CT_EINPUT, "%s: no [net] section", name);
     if (!m->n_layers) return ct_fail(CT_EINPUT, "%s: no layers", name);
     ct_layer *last = &m->layers[m->n_layers - 1];
     if (last->type != CT_L_DENSE || last->oc != m->n_classes)
         return ct_fail(CT_EINPUT, "%s: the last layer must be a [dense] with outputs=%d (classes), followed by [softmax]", name, m->n_classes);
-    if (!have_softmax) return ct_fail(CT_EINPUT, "%s: missing the final [softmax] section", name);
+    if (!ps.have_softmax) return ct_fail(CT_EINPUT, "%s: missing the final [softmax] section", name);
     return 0;
 }
-
 /* The text of --model SPEC: a file when it contains '/' or ends in .cfg, else a
  * built-in. *text is malloc'd. */
 static int model_text(const char *spec, char **text) {
@@ -277,14 +241,28 @@ int ct_model_load(ct_model *m, const char *spec) {
     return rc;
 }
 
-/* the key of a "key = value" line, trimmed, or "" */
+/* the key of a "key = value" (or "key: value") line, trimmed, or "" */
 static void line_key(const char *l, size_t len, char *key, size_t cap) {
     size_t i = 0, k = 0;
     while (i < len && isspace((unsigned char)l[i])) i++;
-    while (i < len && l[i] != '=' && !isspace((unsigned char)l[i]) && k + 1 < cap) key[k++] = l[i++];
+    while (i < len && l[i] != '=' && l[i] != ':' && !isspace((unsigned char)l[i]) && k + 1 < cap) key[k++] = l[i++];
     while (i < len && isspace((unsigned char)l[i])) i++;
-    if (i >= len || l[i] != '=') k = 0;
+    if (i >= len || (l[i] != '=' && l[i] != ':')) k = 0;
     key[k] = 0;
+}
+
+/* a growing, always terminated string */
+typedef struct text_buf { char *p; size_t n, cap; } text_buf;
+static void buf_add(text_buf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2;
+        char *q = realloc(b->p, b->cap);
+        if (!q) { fprintf(stderr, "cltrain: out of memory (%zu bytes)\n", b->cap); abort(); }
+        b->p = q;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
 }
 
 int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int classes) {
@@ -302,8 +280,8 @@ int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int
         const char *e = strchr(p, '\n');
         p = e ? e + 1 : p + strlen(p);
     }
-    size_t cap = strlen(text) + 256, used = 0;
-    char *out = ct_xmalloc(cap);
+    text_buf out = {0};
+    buf_add(&out, "", 0);
     int section = 0; /* 1: [net], 2: the last [dense] */
     for (const char *p = text; *p;) {
         const char *e = strchr(p, '\n');
@@ -311,7 +289,7 @@ int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int
         const char *q = p;
         while (*q == ' ' || *q == '\t') q++;
         if (*q == '[') section = !strncmp(q, "[net]", 5) ? 1 : p == last_dense ? 2 : 0;
-        char key[32];
+        char key[32], line[64];
         line_key(p, len, key, sizeof key);
         int v = -1;
         if (section == 1 && !strcmp(key, "height")) v = h;
@@ -319,13 +297,13 @@ int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int
         else if (section == 1 && !strcmp(key, "channels")) v = c;
         else if (section == 1 && !strcmp(key, "classes")) v = classes;
         else if (section == 2 && !strcmp(key, "outputs")) v = classes;
-        if (v >= 0) used += (size_t)snprintf(out + used, cap - used, "%s=%d\n", key, v);
-        else used += (size_t)snprintf(out + used, cap - used, "%.*s\n", (int)len, p);
+        if (v >= 0) buf_add(&out, line, (size_t)snprintf(line, sizeof line, "%s=%d\n", key, v));
+        else { buf_add(&out, p, len); buf_add(&out, "\n", 1); }
         p = e ? e + 1 : p + len;
     }
     free(text);
-    rc = ct_model_parse(m, out, spec);
-    free(out);
+    rc = ct_model_parse(m, out.p, spec);
+    free(out.p);
     return rc;
 }
 
@@ -344,7 +322,8 @@ void ct_model_summary(const ct_model *m, FILE *out) {
     for (int i = 0; i < m->n_layers; i++) {
         const ct_layer *L = &m->layers[i];
         fprintf(out, "  %2d %-9s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
-        if (L->type == CT_L_CONV || L->type == CT_L_MAXPOOL) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
+        if (L->k) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
+        if (L->from >= -1) fprintf(out, " + layer %d", L->from);
         if (L->act == CT_ACT_RELU) fprintf(out, " relu");
         fputc('\n', out);
     }
@@ -352,27 +331,20 @@ void ct_model_summary(const ct_model *m, FILE *out) {
 
 /* ---------------- device ---------------- */
 
-static size_t in_size(const ct_layer *L) { return (size_t)L->ih * L->iw * L->ic; }
-static size_t out_size(const ct_layer *L) { return (size_t)L->oh * L->ow * L->oc; }
-
-int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
-    m->cl = cl;
-    m->batch = batch;
+static int build_kernels(ct_model *m, ct_cl *cl) {
     int rc;
-    if ((rc = ct_gemm_init(&m->gemm, cl, gemm_mode))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_conv, "conv.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_pool, "pool.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_ops, "ops.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_optim, "optim.cl", ""))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
     m->k_im2col = ct_cl_kernel(m->p_conv, "im2col");
     m->k_col2im = ct_cl_kernel(m->p_conv, "col2im");
     m->k_pool_fwd = ct_cl_kernel(m->p_pool, "maxpool_fwd");
     m->k_pool_bwd = ct_cl_kernel(m->p_pool, "maxpool_bwd");
     m->k_u8 = ct_cl_kernel(m->p_ops, "u8_to_f32");
     m->k_gather = ct_cl_kernel(m->p_ops, "gather_u8");
-    m->training = 1;
-    if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
-    if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
     m->k_drop_fwd = ct_cl_kernel(m->p_drop, "dropout_fwd");
     m->k_drop_bwd = ct_cl_kernel(m->p_drop, "dropout_bwd");
     m->k_avg_fwd = ct_cl_kernel(m->p_pool, "avgpool_fwd");
@@ -388,6 +360,35 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     m->k_nonfinite = ct_cl_kernel(m->p_ops, "nonfinite");
     m->k_adam = ct_cl_kernel(m->p_optim, "adam_step");
     m->k_sgd = ct_cl_kernel(m->p_optim, "sgd_step");
+    return 0;
+}
+
+/* The kernels index elements with int: refuse a batch whose tensors pass 2^31 - 1 values. */
+static int check_counts(const ct_model *m, int batch) {
+    size_t nin = (size_t)m->in_h * m->in_w * m->in_c * (size_t)batch;
+    if (nin > INT_MAX)
+        return ct_fail(CT_EINPUT, "%s: an input batch of %d holds %zu values, more than the %d the kernels index; use a smaller --batch",
+                       m->name, batch, nin, INT_MAX);
+    for (int i = 0; i < m->n_layers; i++) {
+        const ct_layer *L = &m->layers[i];
+        size_t n = ct_out_size(L) > ct_in_size(L) ? ct_out_size(L) : ct_in_size(L);
+        size_t kk = (size_t)L->k * L->k * L->ic * L->oh * L->ow;
+        if (kk > n) n = kk; /* im2col rows x columns: the conv GEMMs' sizes */
+        if (n * (size_t)batch > INT_MAX)
+            return ct_fail(CT_EINPUT, "%s:%d: layer %d (%s) holds %zu values for a batch of %d, more than the %d the kernels index; use a smaller --batch",
+                           m->name, L->line, i, ct_layer_names[L->type], n * (size_t)batch, batch, INT_MAX);
+    }
+    return 0;
+}
+
+int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
+    m->cl = cl;
+    m->batch = batch;
+    int rc;
+    if ((rc = check_counts(m, batch))) return rc;
+    if ((rc = ct_gemm_init(&m->gemm, cl, gemm_mode))) return rc;
+    if ((rc = build_kernels(m, cl))) return rc;
+    m->training = 1;
     size_t P = m->n_params * sizeof(float);
     size_t nin = (size_t)m->in_h * m->in_w * m->in_c * batch;
     if ((rc = ct_cl_alloc(cl, &m->params, P, "parameters"))) return rc;
@@ -406,52 +407,31 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     if ((rc = ct_cl_alloc(cl, &m->pred, (size_t)batch * 4, "predictions"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->dlogits, (size_t)batch * m->n_classes * 4, "logit gradients"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->flag, 4, "flag"))) return rc;
-    size_t ws = 0, ones = (size_t)batch, bn_part = 0;
+    ct_needs need = {.ws = 0, .ones = (size_t)batch, .bn_part = 0};
     for (int i = 0; i < m->n_layers; i++) {
         ct_layer *L = &m->layers[i];
         char what[64];
         snprintf(what, sizeof what, "layer %d output", i);
-        if ((rc = ct_cl_alloc(cl, &L->out, out_size(L) * batch * sizeof(float), what))) return rc;
+        if ((rc = ct_cl_alloc(cl, &L->out, ct_out_size(L) * batch * sizeof(float), what))) return rc;
         if (i > 0) {
             snprintf(what, sizeof what, "layer %d input gradient", i);
-            if ((rc = ct_cl_alloc(cl, &L->dx, in_size(L) * batch * sizeof(float), what))) return rc;
+            if ((rc = ct_cl_alloc(cl, &L->dx, ct_in_size(L) * batch * sizeof(float), what))) return rc;
         }
-        int rows = batch * L->oh * L->ow;
-        if (L->type == CT_L_BATCHNORM) {
-            size_t part = (size_t)((rows + BN_CHUNK - 1) / BN_CHUNK) * L->oc;
-            if (part > bn_part) bn_part = part;
-            if ((rc = ct_cl_alloc(cl, &L->bn_stats, 2 * (size_t)L->oc * sizeof(float), "batch-norm statistics"))) return rc;
-            if ((rc = ct_cl_alloc(cl, &L->bn_sums, 2 * (size_t)L->oc * sizeof(float), "batch-norm sums"))) return rc;
-        }
-        if (L->type == CT_L_CONV) {
-            int kk = L->k * L->k * L->ic;
-            size_t col = (size_t)rows * kk;
-            if (col > ws) ws = col;
-            if ((size_t)rows > ones) ones = (size_t)rows;
-            if ((rc = ct_gemm_reserve(&m->gemm, 0, 0, rows, L->oc, kk))) return rc;
-            if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, kk, L->oc, rows))) return rc;
-            if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, rows))) return rc;
-            if ((rc = ct_gemm_reserve(&m->gemm, 0, 1, rows, kk, L->oc))) return rc;
-        } else if (L->type == CT_L_DENSE) {
-            int K = (int)in_size(L);
-            if ((rc = ct_gemm_reserve(&m->gemm, 0, 0, batch, L->oc, K))) return rc;
-            if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, K, L->oc, batch))) return rc;
-            if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, batch))) return rc;
-            if ((rc = ct_gemm_reserve(&m->gemm, 0, 1, batch, K, L->oc))) return rc;
-        }
+        const ct_layer_ops *o = ct_layer_ops_of(L);
+        if (o->setup && (rc = o->setup(m, L, batch, &need))) return rc;
     }
-    m->ws_floats = ws;
-    if (bn_part) {
-        if ((rc = ct_cl_alloc(cl, &m->bn_p1, bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
-        if ((rc = ct_cl_alloc(cl, &m->bn_p2, bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
+    m->ws_floats = need.ws;
+    if (need.bn_part) {
+        if ((rc = ct_cl_alloc(cl, &m->bn_p1, need.bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
+        if ((rc = ct_cl_alloc(cl, &m->bn_p2, need.bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
     }
-    if ((rc = ct_cl_alloc(cl, &m->ws, (ws ? ws : 1) * sizeof(float), "im2col workspace"))) return rc;
-    if ((rc = ct_cl_alloc(cl, &m->ones, ones * sizeof(float), "ones"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->ws, (need.ws ? need.ws : 1) * sizeof(float), "im2col workspace"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->ones, need.ones * sizeof(float), "ones"))) return rc;
     float one = 1.0f;
-    CL_CHECK(clEnqueueFillBuffer(cl->queue, m->ones, &one, sizeof one, 0, ones * sizeof(float), 0, NULL, NULL));
-    uint8_t *mask = ct_xcalloc(m->n_params, 1);
+    CL_CHECK(clEnqueueFillBuffer(cl->queue, m->ones, &one, sizeof one, 0, need.ones * sizeof(float), 0, NULL, NULL));
+    uint8_t *mask = ct_xcalloc(m->n_params ? m->n_params : 1, 1);
     for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].type != CT_L_BATCHNORM) memset(mask + m->layers[i].w_off, 1, m->layers[i].n_w);
+        if (ct_layer_ops_of(&m->layers[i])->decay) ct_layer_ops_of(&m->layers[i])->decay(&m->layers[i], mask);
     ct_cl_write(cl, m->decay_mask, 0, m->n_params, mask);
     free(mask);
     return 0;
@@ -461,16 +441,8 @@ void ct_model_init_weights(ct_model *m, uint64_t seed) {
     m->seed = (uint32_t)(seed ^ (seed >> 32));
     float *p = ct_xcalloc(m->n_params ? m->n_params : 1, sizeof *p);
     for (int i = 0; i < m->n_layers; i++) {
-        ct_layer *L = &m->layers[i];
-        if (!L->n_w) continue;
-        if (L->type == CT_L_BATCHNORM) { /* gamma 1, running mean 0, running variance 1, beta 0 */
-            for (int c = 0; c < L->oc; c++) p[L->w_off + c] = p[L->w_off + 2 * L->oc + c] = 1.0f;
-            continue;
-        }
-        size_t fan_in = L->n_w / (size_t)L->oc;
-        float std = sqrtf(2.0f / (float)fan_in);
-        ct_rng r = ct_rng_make(seed, 0x1417, (uint64_t)i);
-        for (size_t j = 0; j < L->n_w; j++) p[L->w_off + j] = std * ct_rng_normal(&r);
+        const ct_layer_ops *o = ct_layer_ops_of(&m->layers[i]);
+        if (o->init && m->layers[i].n_w) o->init(&m->layers[i], i, p, seed);
     }
     ct_model_set_params(m, p);
     free(p);
@@ -492,21 +464,17 @@ void ct_model_free(ct_model *m) {
     }
     ct_cl_release(&m->bn_p1);
     ct_cl_release(&m->bn_p2);
-    cl_kernel bnk[] = {m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd, m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx};
-    for (size_t i = 0; i < sizeof bnk / sizeof *bnk; i++)
-        if (bnk[i]) clReleaseKernel(bnk[i]);
-    if (m->p_bn) clReleaseProgram(m->p_bn);
-    if (m->p_drop) clReleaseProgram(m->p_drop);
     m->input = m->labels = NULL; /* aliases of inputs[] and labels2[] */
     cl_mem *mems[] = {&m->params, &m->grads, &m->mom1, &m->mom2, &m->decay_mask, &m->inputs[0], &m->inputs[1],
                       &m->labels2[0], &m->labels2[1], &m->input_u8,
                       &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
     cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
-                      m->k_nonfinite, m->k_adam, m->k_sgd};
+                      m->k_nonfinite, m->k_adam, m->k_sgd, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
+                      m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
-    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_optim};
+    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_optim, m->p_bn, m->p_drop};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         if (ps[i]) clReleaseProgram(ps[i]);
     if (m->gemm.cl) ct_gemm_free(&m->gemm);
@@ -516,98 +484,19 @@ void ct_model_free(ct_model *m) {
 
 /* ---------------- passes ---------------- */
 
-static void run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
-    ct_kargs(m->k_im2col, m->ws, x, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
-    size_t gws = (size_t)B * L->oh * L->ow;
-    ct_cl_run(m->cl, m->k_im2col, "im2col", 1, &gws, NULL);
-}
-
 void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *labels, int B, float scale, float shift) {
     CT_ASSERT(B >= 1 && B <= m->batch);
-    int n = B * m->in_h * m->in_w * m->in_c;
-    CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->input_u8, CL_FALSE, 0, (size_t)n, images, 0, NULL, NULL));
+    size_t n = (size_t)B * m->in_h * m->in_w * m->in_c;
+    CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->input_u8, CL_FALSE, 0, n, images, 0, NULL, NULL));
     CL_CHECK(clEnqueueWriteBuffer(m->cl->queue, m->labels, CL_FALSE, 0, (size_t)B * 4, labels, 0, NULL, NULL));
-    ct_kargs(m->k_u8, m->input, m->input_u8, 0, scale, shift, n);
-    size_t gws = (size_t)n;
-    ct_cl_run(m->cl, m->k_u8, "u8_to_f32", 1, &gws, NULL);
+    ct_kargs(m->k_u8, m->input, m->input_u8, 0, scale, shift, (int)n);
+    ct_cl_run(m->cl, m->k_u8, "u8_to_f32", 1, &n, NULL);
     /* the writes above read host memory after returning; finish so the caller may reuse it */
     ct_cl_finish(m->cl);
 }
 
-/* dropout_fwd and dropout_bwd take the same arguments: the mask of (seed, step, layer) */
-static void run_dropout(ct_model *m, cl_kernel k, const char *name, cl_mem out, cl_mem in, int n, float p, int layer) {
-    ct_kargs(k, out, in, n, p);
-    cl_uint seed = m->seed, step = (cl_uint)m->step, lay = (cl_uint)layer;
-    CT_ARG(k, 4, seed);
-    CT_ARG(k, 5, step);
-    CT_ARG(k, 6, lay);
-    size_t g1 = (size_t)n;
-    ct_cl_run(m->cl, k, name, 1, &g1, NULL);
-}
-
 void ct_layer_forward(ct_model *m, int i, int B) {
-    ct_layer *L = &m->layers[i];
-    cl_mem x = i == 0 ? m->input : m->layers[i - 1].out;
-    {
-        switch (L->type) {
-        case CT_L_CONV: {
-            int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
-            run_im2col(m, L, x, B);
-            ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, kk, 1.0f, m->ws, 0, kk, m->params, L->w_off, L->oc, 0.0f, L->out, 0,
-                        L->oc, m->params, L->b_off, L->act);
-            break;
-        }
-        case CT_L_MAXPOOL: {
-            ct_kargs(m->k_pool_fwd, L->out, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
-            size_t gws = (size_t)B * L->oh * L->ow;
-            ct_cl_run(m->cl, m->k_pool_fwd, "maxpool_fwd", 1, &gws, NULL);
-            break;
-        }
-        case CT_L_DENSE: {
-            int K = (int)in_size(L);
-            ct_gemm_run(&m->gemm, 0, 0, B, L->oc, K, 1.0f, x, 0, K, m->params, L->w_off, L->oc, 0.0f, L->out, 0, L->oc,
-                        m->params, L->b_off, L->act);
-            break;
-        }
-        case CT_L_AVGPOOL: {
-            int HW = L->ih * L->iw;
-            ct_kargs(m->k_avg_fwd, L->out, x, HW, L->oc, B);
-            size_t g2[2] = {(size_t)L->oc, (size_t)B};
-            ct_cl_run(m->cl, m->k_avg_fwd, "avgpool_fwd", 2, g2, NULL);
-            break;
-        }
-        case CT_L_DROPOUT: {
-            int n = B * (int)out_size(L);
-            if (!m->training || L->prob == 0.0f) {
-                CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, (size_t)n * 4, 0, NULL, NULL));
-            } else {
-                run_dropout(m, m->k_drop_fwd, "dropout_fwd", L->out, x, n, L->prob, i);
-            }
-            break;
-        }
-        case CT_L_BATCHNORM: {
-            int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK;
-            int offRM = (int)L->w_off + C;
-            size_t g1 = (size_t)C, g2[2] = {(size_t)C, (size_t)chunks}, ge[2] = {(size_t)C, (size_t)M};
-            if (m->training) {
-                for (int pass = 0; pass < 2; pass++) {
-                    int mode = pass;
-                    ct_kargs(m->k_bn_reduce, m->bn_p1, m->bn_p2, x, x, L->bn_stats, M, C, chunk, mode);
-                    ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
-                    ct_kargs(m->k_bn_stats, L->bn_stats, m->bn_p1, chunks, M, C, pass, BN_EPS, BN_MOMENTUM,
-                               m->params, offRM);
-                    ct_cl_run(m->cl, m->k_bn_stats, "bn_stats", 1, &g1, NULL);
-                }
-            } else {
-                ct_kargs(m->k_bn_stats_eval, L->bn_stats, m->params, offRM, C, BN_EPS);
-                ct_cl_run(m->cl, m->k_bn_stats_eval, "bn_stats_eval", 1, &g1, NULL);
-            }
-            ct_kargs(m->k_bn_fwd, L->out, x, L->bn_stats, m->params, (int)L->w_off, (int)L->b_off, M, C, L->act);
-            ct_cl_run(m->cl, m->k_bn_fwd, "bn_fwd", 2, ge, NULL);
-            break;
-        }
-        }
-    }
+    ct_layer_ops_of(&m->layers[i])->forward(m, i, ct_layer_output(m, i - 1), B);
 }
 
 void ct_model_select_input(ct_model *m, int j) {
@@ -634,75 +523,22 @@ void ct_model_loss(ct_model *m, int B) {
     ct_cl_run(m->cl, m->k_xent, "softmax_xent", 1, &gws, NULL);
 }
 
+/* Layer i's dx is the gradient w.r.t. layer i-1's output. After layer i
+ * has written it, every layer reading that output as a second input
+ * (from == i-1) adds its share: input gradients overwrite, except there. */
 void ct_layer_backward(ct_model *m, int i, int B) {
-    {
-        ct_layer *L = &m->layers[i];
-        cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
-        cl_mem x = i == 0 ? m->input : m->layers[i - 1].out;
-        if (L->act == CT_ACT_RELU) {
-            int n = B * (int)out_size(L);
-            ct_kargs(m->k_relu_bwd, dy, L->out, n);
-            size_t gws = (size_t)n;
-            ct_cl_run(m->cl, m->k_relu_bwd, "relu_bwd", 1, &gws, NULL);
-        }
-        switch (L->type) {
-        case CT_L_CONV: {
-            int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
-            /* db += 1^T dy ; dW += col^T dy ; dcol = dy W^T ; dx = col2im(dcol) */
-            ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
-            run_im2col(m, L, x, B);
-            ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, m->ws, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
-            if (L->dx) {
-                ct_gemm_run(&m->gemm, 0, 1, rows, kk, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, kk, NULL, 0, 0);
-                ct_kargs(m->k_col2im, L->dx, m->ws, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
-                size_t gws = (size_t)B * L->ih * L->iw;
-                ct_cl_run(m->cl, m->k_col2im, "col2im", 1, &gws, NULL);
-            }
-            break;
-        }
-        case CT_L_MAXPOOL:
-            if (L->dx) {
-                ct_kargs(m->k_pool_bwd, L->dx, dy, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
-                size_t gws = (size_t)B * L->ih * L->iw;
-                ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 1, &gws, NULL);
-            }
-            break;
-        case CT_L_AVGPOOL:
-            if (L->dx) {
-                int HW = L->ih * L->iw, n = B * HW;
-                ct_kargs(m->k_avg_bwd, L->dx, dy, HW, L->oc, n);
-                size_t g2[2] = {(size_t)L->oc, (size_t)n};
-                ct_cl_run(m->cl, m->k_avg_bwd, "avgpool_bwd", 2, g2, NULL);
-            }
-            break;
-        case CT_L_DROPOUT:
-            if (L->dx) {
-                run_dropout(m, m->k_drop_bwd, "dropout_bwd", L->dx, dy, B * (int)out_size(L), L->prob, i);
-            }
-            break;
-        case CT_L_BATCHNORM: {
-            int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK, mode = 2;
-            size_t g1 = (size_t)C, g2[2] = {(size_t)C, (size_t)chunks}, ge[2] = {(size_t)C, (size_t)M};
-            ct_kargs(m->k_bn_reduce, m->bn_p1, m->bn_p2, x, dy, L->bn_stats, M, C, chunk, mode);
-            ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
-            ct_kargs(m->k_bn_grads, L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)L->w_off, (int)L->b_off);
-            ct_cl_run(m->cl, m->k_bn_grads, "bn_grads", 1, &g1, NULL);
-            if (L->dx) {
-                ct_kargs(m->k_bn_dx, L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)L->w_off, M, C);
-                ct_cl_run(m->cl, m->k_bn_dx, "bn_bwd_dx", 2, ge, NULL);
-            }
-            break;
-        }
-        case CT_L_DENSE: {
-            int K = (int)in_size(L);
-            ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, B, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
-            ct_gemm_run(&m->gemm, 1, 0, K, L->oc, B, 1.0f, x, 0, K, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
-            if (L->dx)
-                ct_gemm_run(&m->gemm, 0, 1, B, K, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, L->dx, 0, K, NULL, 0, 0);
-            break;
-        }
-        }
+    ct_layer *L = &m->layers[i];
+    cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
+    if (L->act == CT_ACT_RELU) {
+        size_t n = (size_t)B * ct_out_size(L);
+        ct_kargs(m->k_relu_bwd, dy, L->out, (int)n);
+        ct_cl_run(m->cl, m->k_relu_bwd, "relu_bwd", 1, &n, NULL);
     }
+    ct_layer_ops_of(L)->backward(m, i, ct_layer_output(m, i - 1), dy, B);
+    if (!L->dx) return;
+    for (int s = i; s < m->n_layers; s++)
+        if (m->layers[s].from == i - 1 && ct_layer_ops_of(&m->layers[s])->backward_from)
+            ct_layer_ops_of(&m->layers[s])->backward_from(m, s, L->dx, B);
 }
 
 void ct_model_backward(ct_model *m, int B, void (*on_layer_done)(void *ctx, int layer), void *ctx) {

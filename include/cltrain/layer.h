@@ -1,0 +1,96 @@
+/* layer.h: the one table every layer type registers in. A layer type is a
+ * file src/nn/layers/<name>.c giving a ct_layer_ops: the keys its .cfg
+ * section takes, its output shape and parameter sizes, FLOPs, device setup,
+ * forward, backward, initial values, which weights decay and which state the
+ * optimizer must not move. src/nn/model.c only sequences them. The recipe
+ * for a new type is docs/ADDING_A_LAYER.md. Tested by tests/test_model.c
+ * (parsing, the table itself) and tests/test_layers.c (device vs reference). */
+#ifndef CLTRAIN_LAYER_H
+#define CLTRAIN_LAYER_H
+#include "cltrain/model.h"
+#include <stddef.h>
+#include <string.h>
+
+/* A parsed section: every key any layer takes, with the defaults set before
+ * the section's own keys are read. has: bit (1 << index in the section's key
+ * list) for each key given. */
+typedef struct ct_sect {
+    const char *file;  /* for messages */
+    int line;          /* the [section] header's line */
+    const char *kind;  /* the section name as written */
+    int height, width, channels, classes;      /* [net] */
+    int filters, size, stride, pad, outputs, act, from;
+    float prob;
+    unsigned has;
+} ct_sect;
+
+enum { CT_KEY_INT, CT_KEY_PROB, CT_KEY_ACT };
+/* A key a section takes: an int in [lo, hi], a probability in [0, 1) or an activation, stored at off in ct_sect. */
+typedef struct ct_key { const char *name; int type, lo, hi; size_t off; } ct_key;
+#define CT_KEY(field, t, lo, hi) {#field, t, lo, hi, offsetof(ct_sect, field)}
+#define CT_KEY_ACTIVATION {"activation", CT_KEY_ACT, 0, 0, offsetof(ct_sect, act)}
+/* 1 if key number k of the section's list was given */
+#define CT_HAS(s, k) (((s)->has >> (k)) & 1u)
+
+/* What ct_model_setup must size for all layers together: the im2col
+ * workspace (floats), the ones vector, the batch-norm partial sums. */
+typedef struct ct_needs { size_t ws, ones, bn_part; } ct_needs;
+
+typedef struct ct_layer_ops {
+    int type;                  /* its CT_L_* value (checked against its table slot) */
+    const char *name, *alias;  /* section name, and a darknet alias or NULL */
+    const ct_key *keys;        /* the keys its section takes; anything else is an error */
+    int n_keys;
+    void (*defaults)(ct_sect *s);  /* values before the keys are read; NULL: the common ones */
+    /* From the section and L->ih/iw/ic: L's output shape, k/stride/pad,
+     * n_w and n_b (the model then packs w_off and b_off). An error names
+     * s->file, s->line and the section. */
+    int (*shape)(ct_model *m, ct_layer *L, const ct_sect *s);
+    double (*flops)(const ct_layer *L);  /* forward FLOPs per sample (multiply-add = 2); NULL: 0 */
+    /* Per-layer buffers and GEMM shapes for batch `batch`; raises *n. NULL: none. */
+    int (*setup)(ct_model *m, ct_layer *L, int batch, ct_needs *n);
+    /* x: the layer's input [B, ih, iw, ic]; writes L->out */
+    void (*forward)(ct_model *m, int i, cl_mem x, int B);
+    /* dy: gradient of L's (activated) output, ReLU already applied in place;
+     * parameter gradients accumulate, L->dx (when not NULL) is overwritten */
+    void (*backward)(ct_model *m, int i, cl_mem x, cl_mem dy, int B);
+    /* A layer reading a second, earlier output (L->from >= 0): add its
+     * gradient w.r.t. that output into target [B, shape of layer from].
+     * Called by the sequencer once layer from+1 has written target. */
+    void (*backward_from)(ct_model *m, int i, cl_mem target, int B);
+    /* Initial parameters into p (the whole flat buffer); NULL: none */
+    void (*init)(const ct_layer *L, int i, float *p, uint64_t seed);
+    /* Mark (1) the parameters weight decay applies to; NULL: none */
+    void (*decay)(const ct_layer *L, uint8_t *mask);
+    /* State kept in the weights that the optimizer must not move (its
+     * gradient stays 0) and data-parallel ranks average: count of floats,
+     * first at *off. NULL: none. */
+    size_t (*state)(const ct_layer *L, size_t *off);
+} ct_layer_ops;
+
+/* Indexed by CT_L_*; a _Static_assert keeps it and the enum in step. */
+extern const ct_layer_ops *const ct_layer_table[CT_L_COUNT];
+static inline const ct_layer_ops *ct_layer_ops_of(const ct_layer *L) { return ct_layer_table[L->type]; }
+
+/* Batch norm's parameters, the one place their layout is written: weights
+ * gamma[C], running mean[C], running variance[C]; bias beta[C]. kernels/bn.cl
+ * receives each offset. */
+typedef struct ct_bn_slices { size_t gamma, mean, var, beta, C; } ct_bn_slices;
+static inline ct_bn_slices ct_bn_layout(const ct_layer *L) {
+    size_t C = (size_t)L->oc;
+    ct_bn_slices s = {L->w_off, L->w_off + C, L->w_off + 2 * C, L->b_off, C};
+    return s;
+}
+
+/* shared by the layer files */
+static inline size_t ct_in_size(const ct_layer *L) { return (size_t)L->ih * L->iw * L->ic; }
+static inline size_t ct_out_size(const ct_layer *L) { return (size_t)L->oh * L->ow * L->oc; }
+/* the output of layer j, or the network input for j == -1 */
+cl_mem ct_layer_output(const ct_model *m, int j);
+/* He-normal weights, zero biases (stream (seed, 0x1417, i)) */
+void ct_layer_init_he(const ct_layer *L, int i, float *p, uint64_t seed);
+/* weight decay on the weights, not the biases */
+void ct_layer_decay_weights(const ct_layer *L, uint8_t *mask);
+/* reserve the four GEMM shapes of y[M, N] = x[M, K] W[K, N] and its backward */
+int ct_layer_reserve_gemm(ct_model *m, int M, int N, int K);
+#endif

@@ -1,0 +1,48 @@
+/* nn/layers/dropout.c: [dropout] probability= (default 0.5): inverted
+ * dropout in training, the identity in evaluation. The mask hashes (seed,
+ * step, layer, index), so backward recomputes it instead of storing it.
+ * Kernels: kernels/dropout.cl. Reference: src/ref/dropout.c; tests:
+ * tests/test_dropout.c. */
+#include "cltrain/layer.h"
+
+static const ct_key keys[] = {{"probability", CT_KEY_PROB, 0, 0, offsetof(ct_sect, prob)}};
+
+static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
+    (void)m;
+    L->oh = L->ih; L->ow = L->iw; L->oc = L->ic;
+    L->prob = s->prob;
+    return 0;
+}
+
+/* dropout_fwd and dropout_bwd take the same arguments: the mask of (seed, step, layer) */
+static void run_dropout(ct_model *m, cl_kernel k, const char *name, cl_mem out, cl_mem in, int n, float p, int layer) {
+    ct_kargs(k, out, in, n, p);
+    cl_uint seed = m->seed, step = (cl_uint)m->step, lay = (cl_uint)layer;
+    CT_ARG(k, 4, seed);
+    CT_ARG(k, 5, step);
+    CT_ARG(k, 6, lay);
+    size_t g1 = (size_t)n;
+    ct_cl_run(m->cl, k, name, 1, &g1, NULL);
+}
+
+static void forward(ct_model *m, int i, cl_mem x, int B) {
+    ct_layer *L = &m->layers[i];
+    size_t n = (size_t)B * ct_out_size(L);
+    if (!m->training || L->prob == 0.0f)
+        CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, n * 4, 0, NULL, NULL));
+    else
+        run_dropout(m, m->k_drop_fwd, "dropout_fwd", L->out, x, (int)n, L->prob, i);
+}
+
+static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
+    (void)x;
+    ct_layer *L = &m->layers[i];
+    if (L->dx) run_dropout(m, m->k_drop_bwd, "dropout_bwd", L->dx, dy, B * (int)ct_out_size(L), L->prob, i);
+}
+
+static void defaults(ct_sect *s) { s->prob = 0.5f; }
+
+const ct_layer_ops ct_layer_dropout = {
+    .type = CT_L_DROPOUT, .name = "dropout", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
+    .defaults = defaults, .shape = shape, .forward = forward, .backward = backward,
+};

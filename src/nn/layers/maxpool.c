@@ -1,0 +1,39 @@
+/* nn/layers/maxpool.c: [maxpool]: window size=, stride= (default: size),
+ * no padding, floor mode. Kernels: kernels/pool.cl (maxpool_fwd/bwd).
+ * Reference: src/ref/pool.c; tests: tests/test_layers.c. */
+#include "cltrain/layer.h"
+
+static const ct_key keys[] = {CT_KEY(size, CT_KEY_INT, 1, 64), CT_KEY(stride, CT_KEY_INT, 1, 64)};
+
+static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
+    (void)m;
+    if (!CT_HAS(s, 0)) return ct_fail(CT_EINPUT, "%s:%d: [maxpool] needs size=", s->file, s->line);
+    L->k = s->size;
+    L->stride = CT_HAS(s, 1) ? s->stride : s->size;
+    if (L->ih < L->k || L->iw < L->k)
+        return ct_fail(CT_EINPUT, "%s:%d: [maxpool] size=%d does not fit its %dx%d input", s->file, s->line, L->k, L->ih, L->iw);
+    L->oh = (L->ih - L->k) / L->stride + 1;
+    L->ow = (L->iw - L->k) / L->stride + 1;
+    L->oc = L->ic;
+    return 0;
+}
+
+static void forward(ct_model *m, int i, cl_mem x, int B) {
+    ct_layer *L = &m->layers[i];
+    ct_kargs(m->k_pool_fwd, L->out, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+    size_t gws = (size_t)B * L->oh * L->ow;
+    ct_cl_run(m->cl, m->k_pool_fwd, "maxpool_fwd", 1, &gws, NULL);
+}
+
+static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
+    ct_layer *L = &m->layers[i];
+    if (!L->dx) return;
+    ct_kargs(m->k_pool_bwd, L->dx, dy, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+    size_t gws = (size_t)B * L->ih * L->iw;
+    ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 1, &gws, NULL);
+}
+
+const ct_layer_ops ct_layer_maxpool = {
+    .type = CT_L_MAXPOOL, .name = "maxpool", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
+    .shape = shape, .forward = forward, .backward = backward,
+};
