@@ -10,7 +10,7 @@
  * on the host by the float64 references; per-step losses and the final
  * parameters must match. */
 #include "ct_test.h"
-#include "cltrain/model.h"
+#include "cltrain/layer.h"
 #include "cltrain/ref.h"
 #include <unistd.h>
 
@@ -221,6 +221,22 @@ static const bad_case bad_cases[] = {
     {"empty", "", 0, 0, "[net]"},
     {"text before the first section", "height=8\n" NET TAIL, 1, 0, "height=8"},
     {"a line that is not key=value", NET "[dense]\noutputs=3\nthis is not a setting\n[softmax]\n", 8, 0, "line"},
+    /* keys that do not apply to the section: each was once accepted and ignored */
+    {"activation on maxpool", NET "[maxpool]\nsize=2\nactivation=relu\n" TAIL, 8, 0, "[maxpool] takes no key 'activation'"},
+    {"activation on avgpool", NET "[avgpool]\nactivation=relu\n" TAIL, 7, 0, "[avgpool] takes no key 'activation'"},
+    {"activation on dropout", NET "[dropout]\nactivation=relu\n" TAIL, 7, 0, "[dropout] takes no key 'activation'"},
+    {"avgpool with a window", NET "[avgpool]\nsize=2\n" TAIL, 7, 0, "[avgpool] takes no key 'size'"},
+    {"pad on maxpool", NET "[maxpool]\nsize=2\npad=1\n" TAIL, 8, 0, "[maxpool] takes no key 'pad'"},
+    {"outputs on conv", NET "[conv]\nfilters=4\nsize=3\noutputs=3\n" TAIL, 9, 0, "[conv] takes no key 'outputs'"},
+    {"filters on dense", NET "[dense]\nfilters=3\noutputs=3\n[softmax]\n", 7, 0, "[dense] takes no key 'filters'"},
+    {"probability on conv", NET "[conv]\nfilters=4\nsize=3\nprobability=0.5\n" TAIL, 9, 0, "probability"},
+    {"height outside [net]", NET "[dense]\noutputs=3\nheight=8\n[softmax]\n", 8, 0, "[dense] takes no key 'height'"},
+    {"a key in [softmax]", NET TAIL "outputs=3\n", 9, 0, "[softmax] takes no key 'outputs'"},
+    {"keys on the header line", NET "[conv] filters=4 size=3\nfilters=4\nsize=3\n" TAIL, 6, 0, "filters=4 size=3"},
+    /* a long line was split by inih into two: outputs=10 then 5 */
+    {"a line of 300 bytes", NET "[dense]\noutputs=3                                                                     "
+     "                                                                                                          "
+     "                                                                                                      5\n[softmax]\n", 7, 0, "outputs=3"},
 };
 
 static void test_bad_cfgs(void **state) {
@@ -266,6 +282,103 @@ static void test_load_errors(void **state) {
     assert_non_null(strstr(ct_last_error(), "mnist-cnn"));  /* lists the built-ins */
     assert_non_null(strstr(ct_last_error(), "mlp"));
     assert_null(strchr(ct_last_error(), '\n'));
+    ct_model_free(&m);
+}
+
+/* Every slot of the layer table holds its own type's ops, each with a name,
+ * shape, forward and backward; the section names parse back to the slot. */
+static void test_layer_table(void **state) {
+    (void)state;
+    for (int t = 0; t < CT_L_COUNT; t++) {
+        const ct_layer_ops *o = ct_layer_table[t];
+        assert_non_null(o);
+        assert_int_equal(o->type, t);
+        assert_string_equal(o->name, ct_layer_names[t]);
+        assert_true(o->shape && o->forward && o->backward);
+        assert_true(o->n_keys <= 32 && (o->n_keys == 0 || o->keys));
+    }
+}
+
+/* Comment lines and values of any length: a 5000-byte comment is a comment,
+ * and a value padded with 500 blanks is still one value. */
+static void test_long_lines(void **state) {
+    (void)state;
+    size_t n = 20000;
+    char *cfg = malloc(n), *p = cfg;
+    p += sprintf(p, "# ");
+    for (int i = 0; i < 5000; i++) *p++ = 'c';
+    p += sprintf(p, "\n" NET "[dense]\noutputs=3");
+    for (int i = 0; i < 500; i++) *p++ = ' ';
+    p += sprintf(p, "\n[softmax]\n");
+    ct_model m;
+    int rc = ct_model_parse(&m, cfg, "long.cfg");
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    assert_int_equal(m.layers[0].oc, 3);
+    assert_int_equal(m.in_h, 8);
+    ct_model_free(&m);
+    free(cfg);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* ct_model_load_shaped once sized its rewritten text as the input + 256 bytes:
+ * 300 repeats of height=8 rewritten as height=65536 wrote past the end. An
+ * empty file left the rewritten text unterminated. */
+static void test_load_shaped_rewrites(void **state) {
+    (void)state;
+    char dir[] = "/tmp/cltrain-test-shaped-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char big[128], empty[128];
+    snprintf(big, sizeof big, "%s/repeat.cfg", dir);
+    snprintf(empty, sizeof empty, "%s/empty.cfg", dir);
+    char *text = malloc(8192), *p = text;
+    p += sprintf(p, "[net]\n");
+    for (int i = 0; i < 300; i++) p += sprintf(p, "height=8\n");
+    sprintf(p, "width=8\nchannels=1\nclasses=3\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n");
+    write_file(big, text);
+    free(text);
+    write_file(empty, "");
+    ct_model m;
+    int rc = ct_model_load_shaped(&m, big, 65536, 4096, 3, 1000);
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    assert_int_equal(m.in_h, 65536);
+    assert_int_equal(m.in_w, 4096);
+    assert_int_equal(m.n_classes, 1000);
+    assert_int_equal(m.layers[1].oc, 1000);
+    ct_model_free(&m);
+    assert_int_equal(ct_model_load_shaped(&m, empty, 8, 8, 1, 3), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), empty));
+    assert_non_null(strstr(ct_last_error(), "[net]"));
+    ct_model_free(&m);
+    unlink(big); unlink(empty);
+    rmdir(dir);
+}
+
+/* Element counts are 64-bit, and a batch whose tensors pass the kernels'
+ * int indexing is refused at setup with one line, before any allocation. */
+static void test_huge_batch_refused(void **state) {
+    (void)state;
+    if (!g_have_cl) skip();
+    ct_model m;
+    /* 1024x1024x16 floats per image after the conv: 16.7 M; batch 256 is 4.3 G values */
+    const char *cfg = "[net]\nheight=1024\nwidth=1024\nchannels=1\nclasses=2\n[conv]\nfilters=16\nsize=1\n"
+                      "[avgpool]\n[dense]\noutputs=2\n[softmax]\n";
+    assert_int_equal(ct_model_parse(&m, cfg, "huge.cfg"), 0);
+    int rc = ct_model_setup(&m, &g_cl, 256, CT_GEMM_NATIVE);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, CT_EINPUT);
+    assert_non_null(strstr(ct_last_error(), "huge.cfg"));
+    assert_non_null(strstr(ct_last_error(), "--batch"));
+    assert_null(strchr(ct_last_error(), '\n'));
+    assert_null(m.params); /* refused before any allocation */
     ct_model_free(&m);
 }
 
@@ -384,6 +497,10 @@ int main(void) {
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_bad_cfgs),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_layer_table),
+        cmocka_unit_test(test_long_lines),
+        cmocka_unit_test(test_load_shaped_rewrites),
+        cmocka_unit_test(test_huge_batch_refused),
         cmocka_unit_test(test_end_to_end_adam),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);
