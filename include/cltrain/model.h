@@ -1,16 +1,16 @@
 /* model.h: a sequential network read from an INI-style .cfg (darknet-like,
- * parsed with inih), its layers' forward and backward passes on the device,
+ * read by its own line reader), its layers' forward and backward passes on the device,
  * and the flat parameter / gradient / optimizer-moment buffers (llm.c-style:
  * the optimizer is one launch). Layout NHWC. Parameter gradients accumulate
  * (+=) and are cleared once per step (ct_model_zero_grad); input gradients
- * overwrite. Tested by tests/test_layers.c (device vs reference, gradient
+ * overwrite, then a [shortcut] reading that output adds its share. Tested by tests/test_layers.c (device vs reference, gradient
  * checks) and tests/test_model.c (cfg parsing and its errors). */
 #ifndef CLTRAIN_MODEL_H
 #define CLTRAIN_MODEL_H
 #include "cltrain/gemm.h"
 
 /* layer types: each has its file src/nn/layers/<name>.c and a line in ct_layer_table (cltrain/layer.h) */
-enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_COUNT };
+enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_SHORTCUT, CT_L_COUNT };
 extern const char *const ct_layer_names[];
 enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
 enum { CT_OPT_ADAM, CT_OPT_SGD };
@@ -53,6 +53,8 @@ typedef struct ct_model {
     cl_mem bn_p1, bn_p2;        /* per-chunk partial sums, shared by the batch-norm layers */
     cl_program p_drop;
     cl_kernel k_drop_fwd, k_drop_bwd, k_avg_fwd, k_avg_bwd;
+    cl_program p_short;
+    cl_kernel k_short_fwd, k_short_bwd;
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */
     size_t ws_floats;

@@ -40,6 +40,13 @@ void ref_dropout(float *y, const float *x, long n, float p, uint32_t seed, uint3
 void ref_avgpool_forward(float *y, const float *x, int B, int HW, int C);
 void ref_avgpool_backward(float *dx, const float *dy, int B, int HW, int C);
 
+/* residual addition y[B,H,W,C] = act(a + P(s)), s [B,SH,SW,SC]: P takes pixel (y*S, x*S) of s and
+ * zero-pads its SC <= C channels. Backward: da overwritten, ds accumulated (+=); either may be NULL. */
+void ref_shortcut_forward(float *y, const float *a, const float *s, int B, int H, int W, int C, int SH, int SW, int SC,
+                          int S, int act);
+void ref_shortcut_backward(float *da, float *ds, const float *dy, const float *y, int B, int H, int W, int C, int SH,
+                           int SW, int SC, int S, int act);
+
 void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t);
 void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
 #endif

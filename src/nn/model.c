@@ -339,6 +339,9 @@ static int build_kernels(ct_model *m, ct_cl *cl) {
     if ((rc = ct_cl_build(cl, &m->p_optim, "optim.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_short, "shortcut.cl", ""))) return rc;
+    m->k_short_fwd = ct_cl_kernel(m->p_short, "shortcut_fwd");
+    m->k_short_bwd = ct_cl_kernel(m->p_short, "shortcut_bwd");
     m->k_im2col = ct_cl_kernel(m->p_conv, "im2col");
     m->k_col2im = ct_cl_kernel(m->p_conv, "col2im");
     m->k_pool_fwd = ct_cl_kernel(m->p_pool, "maxpool_fwd");
@@ -471,10 +474,10 @@ void ct_model_free(ct_model *m) {
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
     cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
                       m->k_nonfinite, m->k_adam, m->k_sgd, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
-                      m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx};
+                      m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
-    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_optim, m->p_bn, m->p_drop};
+    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_optim, m->p_bn, m->p_drop, m->p_short};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         if (ps[i]) clReleaseProgram(ps[i]);
     if (m->gemm.cl) ct_gemm_free(&m->gemm);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 extern const ct_layer_ops ct_layer_conv, ct_layer_maxpool, ct_layer_dense, ct_layer_batchnorm, ct_layer_avgpool,
-    ct_layer_dropout;
+    ct_layer_dropout, ct_layer_shortcut;
 
 const ct_layer_ops *const ct_layer_table[] = {
     [CT_L_CONV] = &ct_layer_conv,
@@ -16,12 +16,13 @@ const ct_layer_ops *const ct_layer_table[] = {
     [CT_L_BATCHNORM] = &ct_layer_batchnorm,
     [CT_L_AVGPOOL] = &ct_layer_avgpool,
     [CT_L_DROPOUT] = &ct_layer_dropout,
+    [CT_L_SHORTCUT] = &ct_layer_shortcut,
 };
 _Static_assert(sizeof ct_layer_table / sizeof *ct_layer_table == CT_L_COUNT, "one ct_layer_table line per CT_L_* type");
 
 const char *const ct_layer_names[] = {
     [CT_L_CONV] = "conv", [CT_L_MAXPOOL] = "maxpool", [CT_L_DENSE] = "dense", [CT_L_BATCHNORM] = "batchnorm",
-    [CT_L_AVGPOOL] = "avgpool", [CT_L_DROPOUT] = "dropout",
+    [CT_L_AVGPOOL] = "avgpool", [CT_L_DROPOUT] = "dropout", [CT_L_SHORTCUT] = "shortcut",
 };
 _Static_assert(sizeof ct_layer_names / sizeof *ct_layer_names == CT_L_COUNT, "one ct_layer_names entry per CT_L_* type");
 

@@ -1,0 +1,29 @@
+/* shortcut.cl: the residual addition of [shortcut]. y = act(a + P(s)):
+ * a [B, H, W, C] is the previous layer's output, s [B, SH, SW, SC] an
+ * earlier one; P takes every S-th pixel of s and pads its SC <= C channels
+ * with zeros (option A of He et al. 2016; the identity when the shapes
+ * agree). Backward: da = dy is a copy (host side); the share of s is
+ * added into the gradient buffer of s, each element at most once, so no
+ * atomics. Reference: src/ref/shortcut.c; tests: tests/test_shortcut.c. */
+
+/* gws = (C, n = B*H*W) */
+__kernel void shortcut_fwd(__global float *y, __global const float *a, __global const float *s, const int H,
+                           const int W, const int C, const int SH, const int SW, const int SC, const int S,
+                           const int act, const int n) {
+    const int c = (int)get_global_id(0), p = (int)get_global_id(1);
+    if (c >= C || p >= n) return;
+    const int x = p % W, t = p / W, yy = t % H, b = t / H;
+    float v = a[(size_t)p * C + c];
+    if (c < SC) v += s[(((size_t)b * SH + (size_t)yy * S) * SW + (size_t)x * S) * SC + c];
+    if (act == CT_ACT_RELU) v = fmax(v, 0.0f);
+    y[(size_t)p * C + c] = v;
+}
+
+/* ds[b, y*S, x*S, c] += dy[b, y, x, c] for c < SC (dy already through the ReLU). gws = (SC, n = B*H*W) */
+__kernel void shortcut_bwd(__global float *ds, __global const float *dy, const int H, const int W, const int C,
+                           const int SH, const int SW, const int SC, const int S, const int n) {
+    const int c = (int)get_global_id(0), p = (int)get_global_id(1);
+    if (c >= SC || p >= n) return;
+    const int x = p % W, t = p / W, yy = t % H, b = t / H;
+    ds[(((size_t)b * SH + (size_t)yy * S) * SW + (size_t)x * S) * SC + c] += dy[(size_t)p * C + c];
+}
