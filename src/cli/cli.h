@@ -11,6 +11,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_images(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int train_exit(int rc, const ct_train_result *res);
 /* Load --model once and drop it, so a bad one fails before seconds of data loading. */
 int cli_check_model(const ct_train_opts *o);

@@ -135,8 +135,9 @@ int cmd_predict(int argc, char **argv) {
         ct_fail(CT_EINPUT, "predict needs a checkpoint and images: cltrain predict CHECKPOINT IMG... [--top K]");
         return cli_fail(CT_EINPUT);
     }
-    static const struct option opts[] = {{"top", required_argument, 0, 't'}, {"device", required_argument, 0, 'd'}, {0, 0, 0, 0}};
-    const char *path = argv[1], *device = NULL;
+    static const struct option opts[] = {{"top", required_argument, 0, 't'}, {"device", required_argument, 0, 'd'},
+                                         {"logits", required_argument, 0, 'l'}, {"pixels", required_argument, 0, 'p'}, {0, 0, 0, 0}};
+    const char *path = argv[1], *device = NULL, *logits_path = NULL, *pixels_path = NULL;
     int top = 5, opt, rc = 0;
     long l;
     /* argv[1], the checkpoint, stands where getopt expects the program name;
@@ -148,8 +149,10 @@ int cmd_predict(int argc, char **argv) {
     while (!rc && (opt = getopt_long(ac, av, ":", opts, NULL)) != -1) {
         if (opt == 't') { if (!(rc = cli_parse_int("top", optarg, 1, 1000, &l))) top = (int)l; }
         else if (opt == 'd') device = optarg;
+        else if (opt == 'l') logits_path = optarg;
+        else if (opt == 'p') pixels_path = optarg;
         else if (opt == ':') rc = ct_fail(CT_EINPUT, "option %s needs a value", av[optind - 1]);
-        else rc = ct_fail(CT_EINPUT, "predict: unknown option %s (predict takes --top K and --device P:D)", av[optind - 1]);
+        else rc = ct_fail(CT_EINPUT, "predict: unknown option %s (predict takes --top K, --device P:D, --logits FILE, --pixels FILE)", av[optind - 1]);
     }
     if (!rc && optind >= ac) rc = ct_fail(CT_EINPUT, "predict: no images given");
     if (rc) return cli_fail(rc);
@@ -168,6 +171,10 @@ int cmd_predict(int argc, char **argv) {
     if (!rc) rc = ct_cl_open(&cl, device);
     if (!rc) rc = ct_model_setup(&m, &cl, B, CT_GEMM_NATIVE);
     int bad = 0;
+    /* --logits / --pixels: float32 logits and the uint8 HWC input of each image read, in order */
+    FILE *flog = NULL, *fpix = NULL;
+    if (!rc && logits_path && !(flog = fopen(logits_path, "wb"))) rc = ct_fail(CT_EIO, "--logits %s: %s", logits_path, strerror(errno));
+    if (!rc && pixels_path && !(fpix = fopen(pixels_path, "wb"))) rc = ct_fail(CT_EIO, "--pixels %s: %s", pixels_path, strerror(errno));
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         m.training = 0;
@@ -186,6 +193,7 @@ int cmd_predict(int argc, char **argv) {
                     bad++;
                     continue;
                 }
+                if (fpix) fwrite(u8, 1, sz, fpix);
                 for (size_t k = 0; k < sz; k++) x[b * sz + k] = u8[k] / 255.0f;
                 if (standardize) ct_augment_standardize(x + b * sz, sz);
                 who[b++] = imgs[i];
@@ -194,6 +202,7 @@ int cmd_predict(int argc, char **argv) {
             ct_cl_write(&cl, m.input, 0, (size_t)b * sz * sizeof(float), x);
             ct_model_forward(&m, b);
             ct_cl_read(&cl, m.layers[m.n_layers - 1].out, 0, sizeof(float) * (size_t)b * C, logits);
+            if (flog) fwrite(logits, sizeof(float), (size_t)b * C, flog);
             for (int j = 0; j < b; j++) {
                 float *z = logits + (size_t)j * C, mx = z[0];
                 for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
@@ -217,6 +226,8 @@ int cmd_predict(int argc, char **argv) {
         free(u8); free(x); free(logits); free(who);
         if (bad) rc = ct_fail(CT_EINPUT, "%d of %d images could not be read (named above)", bad, n_img);
     }
+    if (flog && fclose(flog) && !rc) rc = ct_fail(CT_EIO, "--logits %s: write failed", logits_path);
+    if (fpix && fclose(fpix) && !rc) rc = ct_fail(CT_EIO, "--pixels %s: write failed", pixels_path);
     ct_model_free(&m);
     if (cl.ctx) ct_cl_close(&cl);
     ct_ckpt_free(&ck);

@@ -23,6 +23,7 @@ static void usage(FILE *f) {
             "  pack DIR OUT            decode and resize DIR's images once into record shards in OUT\n"
             "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
             "  predict CHECKPOINT IMG...  the top classes of each image, with probabilities\n"
+            "  export CHECKPOINT OUT.onnx  the trained network as an ONNX model (raw 0..255 pixels in)\n"
             "  bench kernels|train|pipeline|dist  measured figures, as tables (dist under mpirun)\n\n"
             "Training options:\n"
             "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
@@ -325,6 +326,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "images")) return cmd_images(argc - 1, argv + 1);
     if (!strcmp(cmd, "predict")) return cmd_predict(argc - 1, argv + 1);
     if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export")) return cmd_export(argc - 1, argv + 1);
     ct_fail(CT_EINPUT, "unknown command '%s'; see `cltrain --help`", cmd);
     return cli_fail(CT_EINPUT);
 }
