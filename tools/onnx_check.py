@@ -3,7 +3,7 @@
 
   onnx_check.py pngs-idx IMAGES.idx3[.gz] N OUTDIR    first N images of an IDX file as grey PNGs
   onnx_check.py pngs-cifar BATCH.bin N OUTDIR [folders]  first N images of a CIFAR-10 binary batch as RGB
-                                                      PNGs (with `folders`: OUTDIR/cCLASS/NNNN.png)
+                                                      PNGs (with `folders`: OUTDIR/LABEL/NNNN.png)
   onnx_check.py check MODEL.onnx PIXELS LOGITS CKPT [NAMES]  onnx.checker, then onnxruntime on PIXELS (uint8 NHWC
                                                       images, as `cltrain predict --pixels` wrote them)
                                                       against LOGITS (float32, `cltrain predict --logits`)
@@ -51,7 +51,7 @@ def pngs_cifar(path, n, out, folders=False):
     import os
     data = np.fromfile(path, np.uint8).reshape(-1, 3073)[:n]
     for i in range(n):
-        d = f"{out}/c{data[i, 0]}" if folders else out
+        d = f"{out}/{data[i, 0]}" if folders else out
         os.makedirs(d, exist_ok=True)
         write_png(f"{d}/{i:04d}.png", data[i, 1:].reshape(3, 32, 32).transpose(1, 2, 0).copy())
 

@@ -24,6 +24,7 @@ void cli_imageset_close(cli_imageset *s) {
         ct_shardset_close(&s->set[k]);
     }
     ct_imgdir_free(&s->dir);
+    ct_tfr_free(&s->tfr);
     memset(s, 0, sizeof *s);
 }
 
@@ -84,13 +85,15 @@ int cmd_images(int argc, char **argv) {
     o.model = "vgg-small";
     o.fit_model = 1;
     const char *data = NULL;
-    if (argc < 2 || argv[1][0] == '-') {
-        ct_fail(CT_EINPUT, "images needs a folder: cltrain images DIR [--size S] [--channels 1|3] [options]");
-        return cli_fail(CT_EINPUT);
-    }
-    const char *dir = argv[1];
-    int rc = cli_parse_train(argc - 1, argv + 1, &o, &data);
-    if (rc) return cli_fail(rc);
+    cli_tfr tf;
+    int rc = cli_tfr_args(&argc, argv, &tf), nf = rc ? 0 : cli_tfr_files(argc, argv, &tf);
+    if (!rc && nf < 0) rc = nf;
+    if (!rc && !tf.n_train && (argc < 2 || argv[1][0] == '-'))
+        rc = ct_fail(CT_EINPUT, "images needs a folder or TFRecord files: cltrain images DIR|FILE.tfrecord... [--size S] [options]");
+    if (!rc && !tf.n_train && tf.given) rc = ct_fail(CT_EINPUT, "%s: a folder; --tfrecord-*, --train and --test are for TFRecord files", argv[1]);
+    const char *dir = tf.n_train ? tf.train[0] : argv[1];
+    if (!rc) rc = tf.n_train ? cli_parse_train(argc - nf, argv + nf, &o, &data) : cli_parse_train(argc - 1, argv + 1, &o, &data);
+    if (rc) { cli_tfr_free(&tf); return cli_fail(rc); }
     if (o.resident) {
         ct_fail(CT_EINPUT, "--resident does not apply to images: they are decoded (or read from shards) by the producers");
         return cli_fail(CT_EINPUT);
@@ -98,14 +101,16 @@ int cmd_images(int argc, char **argv) {
     if ((rc = cli_check_model(&o))) return cli_fail(rc);
     double t0 = ct_now();
     cli_imageset s;
-    if ((rc = cli_imageset_open(&s, dir, g_size, g_channels, g_val_split, o.seed, g_strict, 1))) return cli_fail(rc);
+    rc = tf.n_train ? cli_imageset_open_tfr(&s, &tf, g_size, g_channels, tf.n_test ? 0 : g_val_split, o.seed)
+                    : cli_imageset_open(&s, dir, g_size, g_channels, g_val_split, o.seed, g_strict, 1);
+    if (rc) { cli_tfr_free(&tf); return cli_fail(rc); }
     if (!s.ds[0].n) {
         cli_imageset_close(&s);
         ct_fail(CT_EINPUT, "%s: no training images", dir);
         return cli_fail(CT_EINPUT);
     }
     char ds_name[32];
-    snprintf(ds_name, sizeof ds_name, "images:%.3f", s.shards ? 0.0 : g_val_split);
+    snprintf(ds_name, sizeof ds_name, "%s:%.3f", s.tfrecord ? "tfrecord" : "images", s.shards || tf.n_test ? 0.0 : g_val_split);
     o.dataset = ds_name;
     o.data_dir = dir;
     o.class_names = s.ds[0].class_names;
@@ -113,9 +118,10 @@ int cmd_images(int argc, char **argv) {
     o.eval_src = s.ds[1].n ? &s.src[1] : NULL;
     if (!o.quiet) {
         printf("images: %d training and %d test images, %d classes, from %s (%s %dx%dx%d; scanned in %.2f s)", s.ds[0].n,
-               s.ds[1].n, s.ds[0].n_classes, dir, s.shards ? "record shards of" : "decoded by the producers to", s.ds[0].h,
+               s.ds[1].n, s.ds[0].n_classes, dir, s.shards ? "record shards of" : s.tfrecord ? "TFRecord, decoded to" : "decoded by the producers to", s.ds[0].h,
                s.ds[0].w, s.ds[0].c, ct_now() - t0);
-        if (!s.shards && !s.dir.folders) printf(", %.0f%% of each class held out", 100 * g_val_split);
+        if (s.tfrecord && tf.n_train > 1) printf(" and %d more file%s", tf.n_train + tf.n_test - 1, tf.n_train + tf.n_test > 2 ? "s" : "");
+        if (!s.shards && !s.dir.folders && !tf.n_test) printf(", %.0f%% of each class held out", 100 * g_val_split);
         if (s.dir.skipped) printf(", %d unreadable file%s skipped", s.dir.skipped, s.dir.skipped == 1 ? "" : "s");
         printf("\n");
     }
@@ -126,6 +132,7 @@ int cmd_images(int argc, char **argv) {
         printf("skipped %d unreadable image file%s in all (%d at the scan, %d that failed to decode; named above)\n",
                s.dir.skipped + failed, s.dir.skipped + failed == 1 ? "" : "s", s.dir.skipped, failed);
     cli_imageset_close(&s);
+    cli_tfr_free(&tf);
     return train_exit(rc, &res);
 }
 
