@@ -33,7 +33,7 @@ def slim_examples(d):
 
 def write(out, examples, raw_records=None):
     """examples through tfrecord.TFRecordWriter; raw_records: {index: bytes} written framed as they are"""
-    plain = out[:-3] if out.endswith(".gz") else out
+    plain = out + ".tmp" if out.endswith(".gz") else out
     w = tfrecord.TFRecordWriter(plain)
     for i, e in enumerate(examples):
         if raw_records and i in raw_records:
