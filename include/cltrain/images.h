@@ -67,6 +67,8 @@ void ct_imgdir_free(ct_imgdir *d);
  * channels is 1 or 3, size >= 1. Returns 0, CT_EINPUT "PATH: REASON" for a
  * missing, unreadable, damaged or too large file, or CT_ENOMEM. */
 int ct_image_decode(const char *path, int size, int channels, uint8_t *out);
+/* The same for an image held in memory (len bytes); name is for messages. */
+int ct_image_decode_mem(const uint8_t *data, size_t len, const char *name, int size, int channels, uint8_t *out);
 
 /* A ct_source over one split: load(index) decodes file `index` and writes
  * x / 255 as h*w*c floats (HWC) and its label; rng is not used.

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "cltrain/dist.h"
 #include "cltrain/layer.h"
+#include "cltrain/tboard.h"
 #include <pthread.h>
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wsign-compare"
@@ -255,6 +256,52 @@ static double load_rate(const ct_source *src, int threads, int *rc) {
     return src->n / (ct_now() - t0);
 }
 
+/* varint v at p, returns the bytes used */
+static size_t put_varint(uint8_t *p, uint64_t v) {
+    size_t k = 0;
+    while (v >= 0x80) { p[k++] = (uint8_t)(v | 0x80); v >>= 7; }
+    p[k++] = (uint8_t)v;
+    return k;
+}
+static uint32_t tfr_mask(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xa282ead8u; }
+
+/* The folder's images as one TF-Slim TFRecord file (image/encoded, image/class/label). */
+static int write_tfrecord(const ct_imgdir *d, const char *path) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return ct_fail(CT_EIO, "%s: cannot write", path);
+    int rc = 0;
+    for (int i = 0; i < d->split[0].n && !rc; i++) {
+        FILE *in = fopen(d->split[0].paths[i], "rb");
+        uint8_t *png = ct_xmalloc(1 << 20), *ex = ct_xmalloc((1 << 20) + 256), lab[16], img[32];
+        size_t n = in ? fread(png, 1, 1 << 20, in) : 0, e = 0, li = 0, ii = 0;
+        if (in) fclose(in);
+        /* Feature{int64_list=3{value=1 packed}}, Feature{bytes_list=1{value=1}} */
+        uint8_t v[10];
+        size_t vn = put_varint(v, (uint64_t)d->split[0].labels[i]);
+        lab[li++] = 0x1a; li += put_varint(lab + li, vn + 2); lab[li++] = 0x0a; lab[li++] = (uint8_t)vn;
+        memcpy(lab + li, v, vn); li += vn;
+        size_t blist = 1 + put_varint(v, n) + n; /* BytesList */
+        img[ii++] = 0x0a; ii += put_varint(img + ii, blist); img[ii++] = 0x0a; ii += put_varint(img + ii, n);
+        const char *k1 = "image/encoded", *k2 = "image/class/label";
+        size_t e1 = 2 + strlen(k1) + 1 + put_varint(v, ii + n) + ii + n, e2 = 2 + strlen(k2) + 1 + 1 + li;
+        ex[e++] = 0x0a; e += put_varint(ex + e, 1 + put_varint(v, e1) + e1 + 1 + put_varint(v, e2) + e2); /* features */
+        ex[e++] = 0x0a; e += put_varint(ex + e, e1);
+        ex[e++] = 0x0a; ex[e++] = (uint8_t)strlen(k1); memcpy(ex + e, k1, strlen(k1)); e += strlen(k1);
+        ex[e++] = 0x12; e += put_varint(ex + e, ii + n); memcpy(ex + e, img, ii); e += ii; memcpy(ex + e, png, n); e += n;
+        ex[e++] = 0x0a; e += put_varint(ex + e, e2);
+        ex[e++] = 0x0a; ex[e++] = (uint8_t)strlen(k2); memcpy(ex + e, k2, strlen(k2)); e += strlen(k2);
+        ex[e++] = 0x12; ex[e++] = (uint8_t)li; memcpy(ex + e, lab, li); e += li;
+        uint64_t len = e;
+        uint32_t lc = tfr_mask(ct_crc32c(&len, 8)), dc = tfr_mask(ct_crc32c(ex, e));
+        if (!n || fwrite(&len, 8, 1, f) != 1 || fwrite(&lc, 4, 1, f) != 1 || fwrite(ex, 1, e, f) != e || fwrite(&dc, 4, 1, f) != 1)
+            rc = ct_fail(CT_EIO, "%s: cannot write", path);
+        free(png);
+        free(ex);
+    }
+    if (fclose(f) && !rc) rc = ct_fail(CT_EIO, "%s: cannot write", path);
+    return rc;
+}
+
 static int bench_image_input(void) {
     char dir[] = "/tmp/cltrain-bench-img-XXXXXX", path[4200];
     if (!mkdtemp(dir)) return ct_fail(CT_EIO, "cannot make a temporary folder in /tmp");
@@ -302,15 +349,25 @@ static int bench_image_input(void) {
     if (!rc) rc = cli_pack_split(&d, CT_SPLIT_TRAIN, out, S, C, 1, 2, 0, &pst);
     if (!rc) rc = ct_shardset_open(&set, out, "train");
     if (!rc) rc = ct_shardset_source_init(&shards, &set);
+    char tpath[4300];
+    snprintf(tpath, sizeof tpath, "%s/train.tfrecord", dir);
+    ct_tfr_data td;
+    memset(&td, 0, sizeof td);
+    ct_tfr_src_ctx tctx;
+    ct_source tfr;
+    const char *tp = tpath;
+    if (!rc) rc = write_tfrecord(&d, tpath);
+    if (!rc) rc = ct_tfr_open(&td, &tp, 1, NULL, 0, 0, 1, NULL);
+    if (!rc) rc = ct_tfr_source_init(&tfr, &tctx, &td, CT_SPLIT_TRAIN, S, C);
     if (!rc) {
         printf("\nimage input per producer thread: %d PNGs of %dx%dx%d, %.1f KB each on average (files in the page cache)\n",
                d.split[0].n, S, S, C, bytes / 1024.0 / d.split[0].n);
         printf("%-40s %14s %16s\n", "source", "1 thread img/s", "2 threads img/s");
         const struct { const char *name; const ct_source *src; } rows[] = {
             {"PNG files, decode (128x128)", &folder}, {"PNG files, decode + resize to 64x64", &folder64},
-            {"record shards (pack), CRC checked", &shards}};
-        double one[3];
-        for (int k = 0; k < 3 && !rc; k++) {
+            {"record shards (pack), CRC checked", &shards}, {"TFRecord (TF-Slim PNG records), decode", &tfr}};
+        double one[4];
+        for (int k = 0; k < 4 && !rc; k++) {
             load_rate(rows[k].src, 1, &rc); /* warm the page cache */
             one[k] = load_rate(rows[k].src, 1, &rc);
             double two = load_rate(rows[k].src, 2, &rc);
@@ -318,6 +375,7 @@ static int bench_image_input(void) {
         }
         if (!rc) printf("shards / PNG decode: %.1fx per thread at 128x128\n", one[2] / one[0]);
     }
+    ct_tfr_free(&td);
     ct_shardset_close(&set);
     ct_imgdir_source_free(&ctx[0]);
     ct_imgdir_source_free(&ctx[1]);

@@ -11,6 +11,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_images(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int train_exit(int rc, const ct_train_result *res);
 /* Load --model once and drop it, so a bad one fails before seconds of data loading. */
 int cli_check_model(const ct_train_opts *o);
@@ -24,8 +25,12 @@ extern double g_val_split;
  * src[split] the sources that load samples. */
 #include "cltrain/images.h"
 #include "cltrain/shard.h"
+#include "cltrain/tfrecord.h"
 typedef struct cli_imageset {
     int shards;                /* 1: read from shards */
+    int tfrecord;              /* 1: read from TFRecord files */
+    ct_tfr_data tfr;
+    ct_tfr_src_ctx tctx[2];
     ct_imgdir dir;
     ct_imgdir_src_ctx ctx[2];
     ct_shardset set[2];
@@ -37,10 +42,23 @@ int cli_imageset_open(cli_imageset *s, const char *path, int size, int channels,
                       int strict, int need_train);
 void cli_imageset_close(cli_imageset *s);
 
+/* TFRecord files (cli/tfrecord.c): cli_tfr_args takes --tfrecord-image KEY,
+ * --tfrecord-label KEY, --tfrecord-shape H,W,C, --train GLOB and --test GLOB
+ * out of argv (argc updated; given = 1 if any was there); cli_tfr_files adds
+ * the regular files at argv[1..] to the train list and returns how many. */
+typedef struct cli_tfr { ct_tfr_opts o; char **train, **test; int n_train, n_test, given; } cli_tfr;
+int cli_tfr_args(int *argc, char **argv, cli_tfr *t);
+int cli_tfr_files(int argc, char **argv, cli_tfr *t);
+void cli_tfr_free(cli_tfr *t);
+int cli_is_file(const char *path);
+int cli_imageset_open_tfr(cli_imageset *s, const cli_tfr *t, int size, int channels, double val_split, uint64_t seed);
+
 /* Decode split `which` of d (threads in parallel, written in scan order) into
  * OUT/SPLIT-*.shard; per_shard 0: about 64 MiB per file. Unreadable files are
  * skipped and counted in st, or with strict an error. (`cltrain pack`) */
 typedef struct cli_pack_stats { long written[2], skipped; int shards[2]; uint64_t bytes; } cli_pack_stats;
+int cli_pack_tfr(const cli_tfr *t, const char *out, int size, int channels, double val_split, uint64_t seed,
+                 long per_shard, cli_pack_stats *st);
 int cli_pack_split(const ct_imgdir *d, int which, const char *out, int size, int channels, int strict, int threads,
                    long per_shard, cli_pack_stats *st);
 #endif

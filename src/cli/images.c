@@ -24,6 +24,7 @@ void cli_imageset_close(cli_imageset *s) {
         ct_shardset_close(&s->set[k]);
     }
     ct_imgdir_free(&s->dir);
+    ct_tfr_free(&s->tfr);
     memset(s, 0, sizeof *s);
 }
 
@@ -84,13 +85,15 @@ int cmd_images(int argc, char **argv) {
     o.model = "vgg-small";
     o.fit_model = 1;
     const char *data = NULL;
-    if (argc < 2 || argv[1][0] == '-') {
-        ct_fail(CT_EINPUT, "images needs a folder: cltrain images DIR [--size S] [--channels 1|3] [options]");
-        return cli_fail(CT_EINPUT);
-    }
-    const char *dir = argv[1];
-    int rc = cli_parse_train(argc - 1, argv + 1, &o, &data);
-    if (rc) return cli_fail(rc);
+    cli_tfr tf;
+    int rc = cli_tfr_args(&argc, argv, &tf), nf = rc ? 0 : cli_tfr_files(argc, argv, &tf);
+    if (!rc && nf < 0) rc = nf;
+    if (!rc && !tf.n_train && (argc < 2 || argv[1][0] == '-'))
+        rc = ct_fail(CT_EINPUT, "images needs a folder or TFRecord files: cltrain images DIR|FILE.tfrecord... [--size S] [options]");
+    if (!rc && !tf.n_train && tf.given) rc = ct_fail(CT_EINPUT, "%s: a folder; --tfrecord-*, --train and --test are for TFRecord files", argv[1]);
+    const char *dir = tf.n_train ? tf.train[0] : argv[1];
+    if (!rc) rc = tf.n_train ? cli_parse_train(argc - nf, argv + nf, &o, &data) : cli_parse_train(argc - 1, argv + 1, &o, &data);
+    if (rc) { cli_tfr_free(&tf); return cli_fail(rc); }
     if (o.resident) {
         ct_fail(CT_EINPUT, "--resident does not apply to images: they are decoded (or read from shards) by the producers");
         return cli_fail(CT_EINPUT);
@@ -98,14 +101,16 @@ int cmd_images(int argc, char **argv) {
     if ((rc = cli_check_model(&o))) return cli_fail(rc);
     double t0 = ct_now();
     cli_imageset s;
-    if ((rc = cli_imageset_open(&s, dir, g_size, g_channels, g_val_split, o.seed, g_strict, 1))) return cli_fail(rc);
+    rc = tf.n_train ? cli_imageset_open_tfr(&s, &tf, g_size, g_channels, tf.n_test ? 0 : g_val_split, o.seed)
+                    : cli_imageset_open(&s, dir, g_size, g_channels, g_val_split, o.seed, g_strict, 1);
+    if (rc) { cli_tfr_free(&tf); return cli_fail(rc); }
     if (!s.ds[0].n) {
         cli_imageset_close(&s);
         ct_fail(CT_EINPUT, "%s: no training images", dir);
         return cli_fail(CT_EINPUT);
     }
     char ds_name[32];
-    snprintf(ds_name, sizeof ds_name, "images:%.3f", s.shards ? 0.0 : g_val_split);
+    snprintf(ds_name, sizeof ds_name, "%s:%.3f", s.tfrecord ? "tfrecord" : "images", s.shards || tf.n_test ? 0.0 : g_val_split);
     o.dataset = ds_name;
     o.data_dir = dir;
     o.class_names = s.ds[0].class_names;
@@ -113,9 +118,10 @@ int cmd_images(int argc, char **argv) {
     o.eval_src = s.ds[1].n ? &s.src[1] : NULL;
     if (!o.quiet) {
         printf("images: %d training and %d test images, %d classes, from %s (%s %dx%dx%d; scanned in %.2f s)", s.ds[0].n,
-               s.ds[1].n, s.ds[0].n_classes, dir, s.shards ? "record shards of" : "decoded by the producers to", s.ds[0].h,
+               s.ds[1].n, s.ds[0].n_classes, dir, s.shards ? "record shards of" : s.tfrecord ? "TFRecord, decoded to" : "decoded by the producers to", s.ds[0].h,
                s.ds[0].w, s.ds[0].c, ct_now() - t0);
-        if (!s.shards && !s.dir.folders) printf(", %.0f%% of each class held out", 100 * g_val_split);
+        if (s.tfrecord && tf.n_train > 1) printf(" and %d more file%s", tf.n_train + tf.n_test - 1, tf.n_train + tf.n_test > 2 ? "s" : "");
+        if (!s.shards && !s.dir.folders && !tf.n_test) printf(", %.0f%% of each class held out", 100 * g_val_split);
         if (s.dir.skipped) printf(", %d unreadable file%s skipped", s.dir.skipped, s.dir.skipped == 1 ? "" : "s");
         printf("\n");
     }
@@ -126,6 +132,7 @@ int cmd_images(int argc, char **argv) {
         printf("skipped %d unreadable image file%s in all (%d at the scan, %d that failed to decode; named above)\n",
                s.dir.skipped + failed, s.dir.skipped + failed == 1 ? "" : "s", s.dir.skipped, failed);
     cli_imageset_close(&s);
+    cli_tfr_free(&tf);
     return train_exit(rc, &res);
 }
 
@@ -135,8 +142,9 @@ int cmd_predict(int argc, char **argv) {
         ct_fail(CT_EINPUT, "predict needs a checkpoint and images: cltrain predict CHECKPOINT IMG... [--top K]");
         return cli_fail(CT_EINPUT);
     }
-    static const struct option opts[] = {{"top", required_argument, 0, 't'}, {"device", required_argument, 0, 'd'}, {0, 0, 0, 0}};
-    const char *path = argv[1], *device = NULL;
+    static const struct option opts[] = {{"top", required_argument, 0, 't'}, {"device", required_argument, 0, 'd'},
+                                         {"logits", required_argument, 0, 'l'}, {"pixels", required_argument, 0, 'p'}, {0, 0, 0, 0}};
+    const char *path = argv[1], *device = NULL, *logits_path = NULL, *pixels_path = NULL;
     int top = 5, opt, rc = 0;
     long l;
     /* argv[1], the checkpoint, stands where getopt expects the program name;
@@ -148,8 +156,10 @@ int cmd_predict(int argc, char **argv) {
     while (!rc && (opt = getopt_long(ac, av, ":", opts, NULL)) != -1) {
         if (opt == 't') { if (!(rc = cli_parse_int("top", optarg, 1, 1000, &l))) top = (int)l; }
         else if (opt == 'd') device = optarg;
+        else if (opt == 'l') logits_path = optarg;
+        else if (opt == 'p') pixels_path = optarg;
         else if (opt == ':') rc = ct_fail(CT_EINPUT, "option %s needs a value", av[optind - 1]);
-        else rc = ct_fail(CT_EINPUT, "predict: unknown option %s (predict takes --top K and --device P:D)", av[optind - 1]);
+        else rc = ct_fail(CT_EINPUT, "predict: unknown option %s (predict takes --top K, --device P:D, --logits FILE, --pixels FILE)", av[optind - 1]);
     }
     if (!rc && optind >= ac) rc = ct_fail(CT_EINPUT, "predict: no images given");
     if (rc) return cli_fail(rc);
@@ -168,6 +178,10 @@ int cmd_predict(int argc, char **argv) {
     if (!rc) rc = ct_cl_open(&cl, device);
     if (!rc) rc = ct_model_setup(&m, &cl, B, CT_GEMM_NATIVE);
     int bad = 0;
+    /* --logits / --pixels: float32 logits and the uint8 HWC input of each image read, in order */
+    FILE *flog = NULL, *fpix = NULL;
+    if (!rc && logits_path && !(flog = fopen(logits_path, "wb"))) rc = ct_fail(CT_EIO, "--logits %s: %s", logits_path, strerror(errno));
+    if (!rc && pixels_path && !(fpix = fopen(pixels_path, "wb"))) rc = ct_fail(CT_EIO, "--pixels %s: %s", pixels_path, strerror(errno));
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         m.training = 0;
@@ -186,6 +200,7 @@ int cmd_predict(int argc, char **argv) {
                     bad++;
                     continue;
                 }
+                if (fpix) fwrite(u8, 1, sz, fpix);
                 for (size_t k = 0; k < sz; k++) x[b * sz + k] = u8[k] / 255.0f;
                 if (standardize) ct_augment_standardize(x + b * sz, sz);
                 who[b++] = imgs[i];
@@ -194,6 +209,7 @@ int cmd_predict(int argc, char **argv) {
             ct_cl_write(&cl, m.input, 0, (size_t)b * sz * sizeof(float), x);
             ct_model_forward(&m, b);
             ct_cl_read(&cl, m.layers[m.n_layers - 1].out, 0, sizeof(float) * (size_t)b * C, logits);
+            if (flog) fwrite(logits, sizeof(float), (size_t)b * C, flog);
             for (int j = 0; j < b; j++) {
                 float *z = logits + (size_t)j * C, mx = z[0];
                 for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
@@ -217,6 +233,8 @@ int cmd_predict(int argc, char **argv) {
         free(u8); free(x); free(logits); free(who);
         if (bad) rc = ct_fail(CT_EINPUT, "%d of %d images could not be read (named above)", bad, n_img);
     }
+    if (flog && fclose(flog) && !rc) rc = ct_fail(CT_EIO, "--logits %s: write failed", logits_path);
+    if (fpix && fclose(fpix) && !rc) rc = ct_fail(CT_EIO, "--pixels %s: write failed", pixels_path);
     ct_model_free(&m);
     if (cl.ctx) ct_cl_close(&cl);
     ct_ckpt_free(&ck);

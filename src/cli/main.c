@@ -20,9 +20,11 @@ static void usage(FILE *f) {
             "  fashion-mnist           train on Fashion-MNIST (Debian's dataset-fashion-mnist; works offline)\n"
             "  cifar10, cifar100       CIFAR binary batches (datasets/cifar10, downloaded if missing), augmented\n"
             "  images DIR              train on an image folder (DIR/CLASS/*.png|jpg|...) or on shards from `pack`\n"
+            "  images FILE.tfrecord... train on TFRecord files of tf.train.Example records (plain or gzip)\n"
             "  pack DIR OUT            decode and resize DIR's images once into record shards in OUT\n"
             "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
             "  predict CHECKPOINT IMG...  the top classes of each image, with probabilities\n"
+            "  export CHECKPOINT OUT.onnx  the trained network as an ONNX model (raw 0..255 pixels in)\n"
             "  bench kernels|train|pipeline|dist  measured figures, as tables (dist under mpirun)\n\n"
             "Training options:\n"
             "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
@@ -57,6 +59,10 @@ static void usage(FILE *f) {
             "  --val-split F           (images, pack) share of each class held out, without train/ test/ [0.1]\n"
             "  --strict                (images, pack) an unreadable image is an error, not skipped\n"
             "  --top K                 (predict) classes shown per image [5]\n"
+            "  --train GLOB, --test GLOB  (images, pack) TFRecord files of the two splits (else --val-split)\n"
+            "  --tfrecord-image KEY    (images, pack) bytes feature holding the image [image/encoded]\n"
+            "  --tfrecord-label KEY    (images, pack) int64 feature holding the label [image/class/label]\n"
+            "  --tfrecord-shape H,W,C  (images, pack) the image feature is raw HWC pixels of this shape\n"
             "  --confusion-png FILE    (eval) write the confusion matrix as an image\n"
             "  --bucket-mb X           (mpirun) gradient all-reduce bucket size [1]\n"
             "  -h, --help              this help;  -V, --version  version\n\n"
@@ -325,6 +331,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "images")) return cmd_images(argc - 1, argv + 1);
     if (!strcmp(cmd, "predict")) return cmd_predict(argc - 1, argv + 1);
     if (!strcmp(cmd, "pack")) return cmd_pack(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export")) return cmd_export(argc - 1, argv + 1);
     ct_fail(CT_EINPUT, "unknown command '%s'; see `cltrain --help`", cmd);
     return cli_fail(CT_EINPUT);
 }

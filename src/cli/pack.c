@@ -19,6 +19,8 @@
 static void pack_usage(FILE *f) {
     fprintf(f,
             "Usage: cltrain pack DIR OUT --size S [OPTIONS]\n"
+            "       cltrain pack FILE.tfrecord... OUT [--size S] [--tfrecord-image KEY --tfrecord-label KEY\n"
+            "                    --tfrecord-shape H,W,C] (or --train GLOB --test GLOB OUT)\n"
             "Decode and resize every image of DIR (one sub-folder per class; or DIR/train and DIR/test,\n"
             "each with the same class folders) into record shards OUT/train-NNNNN.shard, OUT/test-NNNNN.shard.\n\n"
             "  --size S                side images are resized to (S x S, stretched) [required]\n"
@@ -147,6 +149,32 @@ int cli_pack_split(const ct_imgdir *d, int which, const char *out, int size, int
     return 0;
 }
 
+/* TFRecord files before OUT (or --train/--test and OUT) */
+static int pack_tfr(cli_tfr *tf, int argc, char **argv, int size, int channels, double val, long seed, long per_shard) {
+    int rc = 0, nf = argc - optind - 1;
+    if (nf < 0 || (nf == 0 && !tf->n_train)) rc = ct_fail(CT_EINPUT, "pack needs TFRecord files and an output folder: cltrain pack FILE.tfrecord... OUT");
+    if (!rc && nf && tf->n_train) rc = ct_fail(CT_EINPUT, "pack: give TFRecord files either as arguments or with --train/--test, not both");
+    for (int i = 0; i < nf && !rc; i++) {
+        if (!cli_is_file(argv[optind + i])) rc = ct_fail(CT_EINPUT, "%s: not a TFRecord file (%s)", argv[optind + i], strerror(errno ? errno : EINVAL));
+        else {
+            tf->train = realloc(tf->train, (size_t)(tf->n_train + 1) * sizeof *tf->train);
+            tf->train[tf->n_train++] = strdup(argv[optind + i]);
+        }
+    }
+    if (!rc && !size && tf->o.raw_h <= 0) rc = ct_fail(CT_EINPUT, "pack needs --size S for encoded TFRecord images (e.g. --size 32)");
+    const char *out = argv[argc - 1];
+    cli_pack_stats st;
+    memset(&st, 0, sizeof st);
+    double t0 = ct_now();
+    if (!rc) rc = cli_pack_tfr(tf, out, size, tf->o.raw_h > 0 && channels == 3 ? 0 : channels, tf->n_test ? 0 : val, (uint64_t)seed, per_shard, &st);
+    if (!rc)
+        printf("pack: %d TFRecord file%s: wrote %ld train and %ld test records in %d + %d shards to %s (%.1f MB, %.2f s)\n",
+               tf->n_train + tf->n_test, tf->n_train + tf->n_test == 1 ? "" : "s", st.written[0], st.written[1], st.shards[0],
+               st.shards[1], out, (double)st.bytes / 1e6, ct_now() - t0);
+    cli_tfr_free(tf);
+    return rc ? cli_fail(rc) : 0;
+}
+
 enum { P_SIZE = 300, P_CHANNELS, P_VAL, P_SEED, P_STRICT, P_THREADS, P_RPS };
 
 int cmd_pack(int argc, char **argv) {
@@ -160,6 +188,8 @@ int cmd_pack(int argc, char **argv) {
     int strict = 0, c, rc = 0;
     if (threads < 1) threads = 2;
     if (threads > 64) threads = 64;
+    cli_tfr tf;
+    if ((rc = cli_tfr_args(&argc, argv, &tf))) return cli_fail(rc);
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -187,6 +217,7 @@ int cmd_pack(int argc, char **argv) {
         }
         if (rc) return cli_fail(rc);
     }
+    if (tf.given || (argc - optind >= 2 && cli_is_file(argv[optind]))) return pack_tfr(&tf, argc, argv, (int)size, (int)channels, val, seed, per_shard);
     if (argc - optind != 2) {
         if (argc - optind > 2) ct_fail(CT_EINPUT, "unexpected argument '%s'; usage: cltrain pack DIR OUT --size S", argv[optind + 2]);
         else ct_fail(CT_EINPUT, "pack needs an image folder and an output folder: cltrain pack DIR OUT --size S");

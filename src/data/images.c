@@ -340,6 +340,8 @@ out:
 
 /* ---- decoding ------------------------------------------------------------- */
 
+static int decode_finish(stbi_uc *px, int w, int h, int n, const char *path, int size, int channels, uint8_t *out);
+
 int ct_image_decode(const char *path, int size, int channels, uint8_t *out) {
     CT_ASSERT(size >= 1 && (channels == 1 || channels == 3));
     FILE *f = fopen(path, "rb");
@@ -347,6 +349,19 @@ int ct_image_decode(const char *path, int size, int channels, uint8_t *out) {
     int w, h, n;
     stbi_uc *px = stbi_load_from_file(f, &w, &h, &n, 0);
     fclose(f);
+    return decode_finish(px, w, h, n, path, size, channels, out);
+}
+
+int ct_image_decode_mem(const uint8_t *data, size_t len, const char *name, int size, int channels, uint8_t *out) {
+    CT_ASSERT(size >= 1 && (channels == 1 || channels == 3));
+    if (len > INT_MAX) return ct_fail(CT_EINPUT, "%s: %zu bytes, too large for an image", name, len);
+    int w = 0, h = 0, n = 0;
+    stbi_uc *px = stbi_load_from_memory(data, (int)len, &w, &h, &n, 0);
+    return decode_finish(px, w, h, n, name, size, channels, out);
+}
+
+/* px as decoded by stb (NULL: failed): converted, resized into out, freed */
+static int decode_finish(stbi_uc *px, int w, int h, int n, const char *path, int size, int channels, uint8_t *out) {
     if (!px) {
         const char *why = stbi_failure_reason();
         if (why && !strcmp(why, "outofmem")) return ct_fail(CT_ENOMEM, "%s: out of memory decoding it", path);

@@ -1,0 +1,38 @@
+/* onnx.h: a trained network as an ONNX model (opset 13), for `cltrain export`.
+ *
+ * The graph takes "pixels", float [N, C, H, W] holding raw 0..255 values,
+ * and applies the input preparation cltrain trains with as graph nodes: x /
+ * 255, then (CIFAR data sets) per-image standardisation. Layers map to Conv,
+ * Relu, MaxPool, GlobalAveragePool, BatchNormalization (running statistics),
+ * Flatten + Gemm; dropout is left out. cltrain's activations are NHWC, so
+ * conv weights are transposed HWIO -> OIHW and the first dense layer after a
+ * spatial tensor gets its weight rows permuted from (h, w, c) to (c, h, w)
+ * order. Outputs: "logits" [N, classes] and "probabilities" (Softmax).
+ * metadata_props: cltrain.version, cltrain.checkpoint_crc32, cltrain.model,
+ * cltrain.dataset, cltrain.input (the preparation in words), cltrain.classes
+ * (class names, one per line) when known.
+ * Encoded by hand (protobuf wire format), like tboard.c. Depends on model.h
+ * (parsing only; no device). Tested by tests/onnx.sh with onnx's checker and
+ * onnxruntime against cltrain's own forward pass. */
+#ifndef CLTRAIN_ONNX_H
+#define CLTRAIN_ONNX_H
+#include "cltrain/model.h"
+
+typedef struct ct_onnx_meta {
+    int standardize;                 /* 1: per-image standardisation after x / 255 (CIFAR) */
+    const char *dataset;             /* the checkpoint's data set name */
+    const char *const *class_names;  /* n_names names, or NULL */
+    int n_names;
+    uint32_t ckpt_crc;               /* the source checkpoint's stored CRC32 */
+} ct_onnx_meta;
+
+/* Encode model m (parsed, no device needed) with its n_params weights
+ * `params` as an ONNX ModelProto into *out (malloc'd, *n bytes). CT_EINPUT
+ * naming the layer when a layer has no ONNX form, or when the weights exceed
+ * protobuf's 2 GiB message limit; CT_ENOMEM. */
+int ct_onnx_encode(const ct_model *m, const float *params, const ct_onnx_meta *meta, uint8_t **out, size_t *n);
+
+/* Write n bytes to path atomically: PATH.tmp.<pid>, fsync, rename, fsync of
+ * the folder. CT_EIO "PATH: cannot write ..." on failure (nothing left behind). */
+int ct_write_file_atomic(const char *path, const void *data, size_t n);
+#endif

@@ -1,0 +1,83 @@
+/* cli/export.c: `cltrain export CHECKPOINT OUT.onnx`: the checkpoint's
+ * network as an ONNX model (train/onnx.c), written atomically. The input
+ * preparation follows the data set exactly as `cltrain predict` does: x / 255,
+ * plus per-image standardisation for CIFAR data sets. Tested by tests/onnx.sh. */
+#include "cli.h"
+#include "cltrain/checkpoint.h"
+#include "cltrain/cifar.h"
+#include "cltrain/onnx.h"
+#include <errno.h>
+#include <string.h>
+
+/* the CRC32 a checkpoint stores in its last 4 bytes (ct_ckpt_load has checked it) */
+static int ckpt_crc(const char *path, uint32_t *crc) {
+    FILE *f = fopen(path, "rb");
+    uint8_t b[4];
+    int ok = f && fseek(f, -4, SEEK_END) == 0 && fread(b, 1, 4, f) == 4;
+    if (f) fclose(f);
+    if (!ok) return ct_fail(CT_EINPUT, "%s: cannot read its CRC (%s)", path, strerror(errno));
+    *crc = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    return 0;
+}
+
+/* Built-in data sets name their classes themselves (the checkpoint holds no
+ * names): their test split, when still at data_dir, gives them. */
+static void dataset_names(const ct_ckpt *ck, ct_dataset *test) {
+    memset(test, 0, sizeof *test);
+    const char *d = ck->dataset;
+    int kind = !strcmp(d, "mnist") ? CT_MNIST : !strcmp(d, "fashion-mnist") ? CT_FASHION_MNIST : 0;
+    int cifar = !strcmp(d, "cifar10") ? 10 : !strncmp(d, "cifar100", 8) ? 100 : 0;
+    int rc = kind ? ct_mnist_load(NULL, test, ck->data_dir, kind, 0)
+                  : cifar ? ct_cifar_load(NULL, test, ck->data_dir, cifar, strcmp(d, "cifar100-coarse") != 0, 0) : -1;
+    if (rc) memset(test, 0, sizeof *test);
+}
+
+int cmd_export(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("Usage: cltrain export CHECKPOINT OUT.onnx\n"
+               "Write the checkpoint's network as an ONNX model (opset 13). Input \"pixels\": float [N, C, H, W],\n"
+               "raw 0..255 values (the graph scales and, for CIFAR, standardises them); outputs \"logits\" and\n"
+               "\"probabilities\". Class names, the cltrain version and the checkpoint's CRC are in metadata_props.\n");
+        return 0;
+    }
+    if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') {
+        ct_fail(CT_EINPUT, "export needs a checkpoint and an output file: cltrain export CHECKPOINT OUT.onnx");
+        return cli_fail(CT_EINPUT);
+    }
+    const char *path = argv[1], *out = argv[2];
+    ct_ckpt ck;
+    int rc = ct_ckpt_load(&ck, path);
+    if (rc) return cli_fail(rc);
+    ct_model m;
+    ct_onnx_meta meta = {.standardize = !strncmp(ck.dataset, "cifar", 5), .dataset = ck.dataset,
+                         .class_names = (const char *const *)ck.class_names, .n_names = ck.n_names};
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    rc = ct_model_parse(&m, ck.cfg, ck.model_name);
+    if (!rc && m.n_params != ck.n_params)
+        rc = ct_fail(CT_EINPUT, "%s: %zu parameters, its model %s has %zu; the checkpoint is not exportable", path,
+                     ck.n_params, ck.model_name, m.n_params);
+    if (!rc) rc = ckpt_crc(path, &meta.ckpt_crc);
+    ct_dataset names = {0};
+    if (!rc && !ck.n_names) {
+        dataset_names(&ck, &names);
+        if (names.class_names && names.n_classes == m.n_classes) {
+            meta.class_names = (const char *const *)names.class_names;
+            meta.n_names = names.n_classes;
+        } else {
+            printf("export: %s: class names not found (data set %s not at %s); the model names classes by index\n",
+                   path, ck.dataset, ck.data_dir);
+        }
+    }
+    if (!rc) rc = ct_onnx_encode(&m, ck.params, &meta, &buf, &n);
+    if (!rc) rc = ct_write_file_atomic(out, buf, n);
+    if (!rc)
+        printf("export: %s (model %s, %dx%dx%d -> %d classes, %zu parameters, trained %lld steps on %s) -> %s (%.1f MB, "
+               "ONNX opset 13)\n", path, ck.model_name, m.in_c, m.in_h, m.in_w, m.n_classes, m.n_params,
+               (long long)ck.next_batch, ck.dataset, out, (double)n / 1e6);
+    free(buf);
+    ct_dataset_free(&names);
+    ct_model_free(&m);
+    ct_ckpt_free(&ck);
+    return rc ? cli_fail(rc) : 0;
+}
