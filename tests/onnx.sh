@@ -103,6 +103,8 @@ imgs=("${c3[@]}")
 for m in cifar-cnn cifar-tf; do
   train $m cifar10 --data "$tmp/g10" --batch-size 16 --augment none && check $m "$tmp/$m.ckpt" "$c3what (standardised in the graph)"
 done
+train resnet20 cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
+  check resnet20 "$tmp/resnet20.ckpt" "$c3what (standardised in the graph; Add, Slice and Pad for the shortcuts)"
 train cifar100-cnn cifar100 --data "$tmp/g100" --batch-size 16 --augment none &&
   check cifar100-cnn "$tmp/cifar100-cnn.ckpt" "$c3what (standardised in the graph)"
 # the VGG nets at 32x32, the smallest input their five 2x2 pools take. vgg16

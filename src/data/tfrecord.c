@@ -113,9 +113,9 @@ static int feature_value(pbr f, int want, const uint8_t **bytes, size_t *len, in
         if (want == 1 && wt == 2) { *bytes = sub.p; *len = (size_t)(sub.end - sub.p); return 1; }
         if (want == 3 && wt == 0) { *iv = (int64_t)v; return 1; }
         if (want == 3 && wt == 2) { /* packed */
-            uint64_t x = varint(&sub);
+            uint64_t first = varint(&sub);
             if (sub.bad) return -1;
-            *iv = (int64_t)x;
+            *iv = (int64_t)first;
             return 1;
         }
         return -1;

@@ -66,6 +66,8 @@ typedef struct graph {
     pbuf nodes, inits;        /* GraphProto.node (1) and .initializer (5), already framed */
     int counter;              /* for fresh tensor names */
     char names[CT_MAX_LAYERS][32]; /* output tensor of each layer */
+    int rank4[CT_MAX_LAYERS];      /* 1 when that tensor is [N, C, H, W], 0 for [N, F] */
+    char input[32];                /* the prepared input (layer -1's output for [shortcut] from=-1) */
 } graph;
 
 static void fresh(graph *g, char *out, const char *what) { snprintf(out, 32, "%s_%d", what, g->counter++); }
@@ -253,6 +255,50 @@ static void emit_bn(graph *g, const ct_layer *L, const float *p, char *x) {
     memcpy(x, y, 32);
 }
 
+/* [shortcut]: x + the earlier output, subsampled every stride-th pixel
+ * (Slice) and its missing channels zero-padded (Pad): option A, as the
+ * layer's kernel does it. */
+static void emit_shortcut(graph *g, const ct_model *m, const ct_layer *L, char *x, int *rank4) {
+    to_4d(g, L, x, rank4);
+    int sh = m->in_h, sw = m->in_w, sc = m->in_c, r4 = 1;
+    char src[32], y[32], t[4][32];
+    memcpy(src, L->from < 0 ? g->input : g->names[L->from], 32);
+    if (L->from >= 0) {
+        const ct_layer *S = &m->layers[L->from];
+        sh = S->oh; sw = S->ow; sc = S->oc; r4 = g->rank4[L->from];
+    }
+    if (!r4) {
+        fresh(g, t[0], "shape");
+        fresh(g, y, "reshape");
+        init_i64(g, t[0], (const int64_t[]){-1, sc, sh, sw}, 4);
+        node2(g, "Reshape", src, t[0], y);
+        memcpy(src, y, 32);
+    }
+    if (L->stride > 1) {
+        const char *what[4] = {"starts", "ends", "axes", "steps"};
+        const int64_t v[4][2] = {{0, 0}, {INT64_MAX, INT64_MAX}, {2, 3}, {L->stride, L->stride}};
+        for (int j = 0; j < 4; j++) {
+            fresh(g, t[j], what[j]);
+            init_i64(g, t[j], v[j], 2);
+        }
+        fresh(g, y, "subsample");
+        pbuf nd = node_begin("Slice", (const char *const[]){src, t[0], t[1], t[2], t[3]}, 5, y);
+        node_end(g, &nd);
+        memcpy(src, y, 32);
+    }
+    if (sc < L->ic) {
+        fresh(g, t[0], "pads");
+        init_i64(g, t[0], (const int64_t[]){0, 0, 0, 0, 0, L->ic - sc, 0, 0}, 8);
+        fresh(g, y, "padchannels");
+        node2(g, "Pad", src, t[0], y);
+        memcpy(src, y, 32);
+    }
+    fresh(g, y, "add");
+    node2(g, "Add", x, src, y);
+    memcpy(x, y, 32);
+    relu_if(g, L, x);
+}
+
 /* Layer i reads x (updated to its output; rank4: x is [N, C, H, W], else [N, F]). */
 static int emit_layer(graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
     const ct_layer *L = &m->layers[i];
@@ -288,11 +334,15 @@ static int emit_layer(graph *g, const ct_model *m, int i, const float *p, char *
         emit_dense(g, L, p, x, rank4);
         relu_if(g, L, x);
         break;
+    case CT_L_SHORTCUT:
+        emit_shortcut(g, m, L, x, rank4);
+        break;
     default:
         return ct_fail(CT_EINPUT, "%s: layer %d (type %d, line %d) has no ONNX form in this exporter", m->name, i,
                        L->type, L->line);
     }
     memcpy(g->names[i], x, 32);
+    g->rank4[i] = *rank4;
     return 0;
 }
 
@@ -376,6 +426,7 @@ int ct_onnx_encode(const ct_model *m, const float *params, const ct_onnx_meta *m
     char x[32];
     int rank4 = 1, rc = 0;
     emit_input(g, m, meta->standardize, x);
+    memcpy(g->input, x, 32);
     for (int i = 0; i < m->n_layers && !rc; i++) rc = emit_layer(g, m, i, params, x, &rank4);
     pbuf gp = {0}, model = {0};
     if (!rc) {
