@@ -40,6 +40,10 @@ void ref_dropout(float *y, const float *x, long n, float p, uint32_t seed, uint3
 void ref_avgpool_forward(float *y, const float *x, int B, int HW, int C);
 void ref_avgpool_backward(float *dx, const float *dy, int B, int HW, int C);
 
+/* Optimizer steps over n parameters (src/ref/optim.c); t is the 1-based step; wd applies to all n. */
 void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t);
+/* AdamW with the decay decoupled from the rate: p -= lr*mhat/(sqrt(vhat)+eps) + wdt*p */
+void ref_adamw(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, double wdt, int t);
 void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
+void ref_nesterov(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
 #endif

@@ -151,14 +151,14 @@ static int bench_kernels(const ct_train_opts *o) {
     return 0;
 }
 
-typedef struct { ct_model *m; const ct_optim *o; int B; } step_arg;
+typedef struct { ct_model *m; ct_opt *o; int B; } step_arg;
 static void step_fn(void *p) {
     step_arg *a = p;
     ct_model_zero_grad(a->m);
     ct_model_forward(a->m, a->B);
     ct_model_loss(a->m, a->B);
     ct_model_backward(a->m, a->B, NULL, NULL);
-    ct_model_step(a->m, a->o);
+    ct_opt_step(a->o, a->o->hp.lr);
 }
 
 static double spawn_probe(const char *self, const char *cache, int pocl_cache) {
@@ -176,7 +176,13 @@ static int bench_train(const ct_train_opts *o, int steps) {
     int rc = setup_model(&m, &cl, o, o->gemm);
     if (rc) return rc;
     int B = o->batch;
-    step_arg a = {&m, &o->optim, B};
+    ct_opt opt;
+    if ((rc = ct_opt_setup(&opt, &m, &o->optim))) {
+        ct_model_free(&m);
+        ct_cl_close(&cl);
+        return rc;
+    }
+    step_arg a = {&m, &opt, B};
     for (int i = 0; i < 3; i++) step_fn(&a); /* warm up */
     ct_cl_finish(&cl);
     double t0 = ct_now();
@@ -191,6 +197,7 @@ static int bench_train(const ct_train_opts *o, int steps) {
     printf("steady-state images/s: %.1f\n", ips);
     printf("step time: %.2f ms over %d steps; %.1f MFLOP per image (fwd+bwd); achieved %.1f GFLOP/s\n", t / steps * 1e3, steps,
            3 * m.flops_fwd * 1e-6, gflops);
+    ct_opt_free(&opt);
     ct_model_free(&m);
     ct_cl_close(&cl);
     /* start-up: the whole process, from exec to the end of the first training step */
@@ -217,12 +224,16 @@ static int bench_probe(const ct_train_opts *o) {
     ct_cl cl;
     int rc = setup_model(&m, &cl, o, CT_GEMM_NATIVE);
     if (rc) return rc;
-    step_arg a = {&m, &o->optim, o->batch};
-    step_fn(&a);
-    ct_model_read_results(&m, o->batch, NULL);
+    ct_opt opt;
+    if (!(rc = ct_opt_setup(&opt, &m, &o->optim))) {
+        step_arg a = {&m, &opt, o->batch};
+        step_fn(&a);
+        ct_model_read_results(&m, o->batch, NULL);
+    }
+    ct_opt_free(&opt);
     ct_model_free(&m);
     ct_cl_close(&cl);
-    return 0;
+    return rc;
 }
 
 /* Image input, per producer thread: decoding PNG files against reading
