@@ -1,5 +1,7 @@
-/* cli/bench.c: `cltrain bench kernels|train`: measured figures as tables.
- * Every figure printed is measured in this run; ratios compare paths timed
+/* cli/bench.c: `cltrain bench kernels|train|pipeline|dist|images|probe`:
+ * figures as tables. Every figure printed is measured in this run, except the
+ * lines of `bench dist` under "model (not measured)", which project measured
+ * compute and overlap onto assumed link speeds; ratios compare paths timed
  * back to back in the same process (absolute times drift on shared machines).
  * Results are validated by the test suite before they are timed here. */
 #include "cli.h"
@@ -218,7 +220,7 @@ static int bench_train(const ct_train_opts *o, int steps) {
     return 0;
 }
 
-/* hidden: what the start-up figure measures (device, builds, buffers, one step) */
+/* bench probe: what the start-up figure measures (device, builds, buffers, one step) */
 static int bench_probe(const ct_train_opts *o) {
     ct_model m;
     ct_cl cl;
@@ -454,7 +456,7 @@ static int bench_dist(const ct_train_opts *base) {
     double window = R > 1 ? rn.window_ms * 1e-3 : 0.5 * t1; /* without a measurement: backward ~ half a step */
     const struct { const char *link; double bw, lat; } links[] = {
         {"10 GbE", 1.25e9, 20e-6}, {"100 Gb InfiniBand", 12.5e9, 2e-6}, {"NVLink-class 300 GB/s", 300e9, 2e-6}};
-    printf("model: step(N) = compute + max(0, allreduce(N) - overlap); allreduce(N) = 2(N-1)/N x %.1f MB / bandwidth + 2(N-1) x latency x buckets\n",
+    printf("model (not measured: assumed link speeds): step(N) = compute + max(0, allreduce(N) - overlap); allreduce(N) = 2(N-1)/N x %.1f MB / bandwidth + 2(N-1) x latency x buckets\n",
            S * 1e-6);
     printf("       with compute %.1f ms and overlap %.1f ms per step as measured here:\n", 1e3 * t1, 1e3 * window);
     int nb = R > 1 && rn.buckets ? rn.buckets : 1;
@@ -472,7 +474,7 @@ static int bench_dist(const ct_train_opts *base) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) {
-        ct_fail(CT_EINPUT, "bench needs one of: kernels, train, pipeline, dist; see `cltrain --help`");
+        ct_fail(CT_EINPUT, "bench needs one of: kernels, train, pipeline, dist, images, probe; see `cltrain --help`");
         return cli_fail(CT_EINPUT);
     }
     const char *what = argv[1];
@@ -487,6 +489,6 @@ int cmd_bench(int argc, char **argv) {
     else if (!strcmp(what, "probe")) rc = bench_probe(&o);
     else if (!strcmp(what, "dist")) rc = bench_dist(&o);
     else if (!strcmp(what, "images")) rc = bench_image_input();
-    else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train, pipeline or dist", what);
+    else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train, pipeline, dist, images or probe", what);
     return rc ? cli_fail(rc) : 0;
 }
