@@ -4,6 +4,10 @@
 # damaged files rejected with exit 2, kill -9 at 20 random moments always
 # leaves a checkpoint that loads and resumes, SIGTERM saves and exits 143, a
 # diverging run stops with exit 1 and the last good checkpoint untouched.
+# Every optimizer resumes bit for bit with its hyper-parameters taken from the
+# checkpoint; files of the previous format (tests/fixtures/ckpt-v2-*.ckpt, made
+# by cltrain 546cfe0) load and resume bit for bit; a valid CRC over a field out
+# of range is refused with one line, exit 2.
 # Prints TAP. Uses Fashion-MNIST (Debian's dataset-fashion-mnist).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +42,26 @@ bn=("$bin" fashion-mnist --model mnist-cnn-bn --limit-train 512 --batch-size 64 
 "${bn[@]}" --epochs 2 --resume "$tmp/b2.ckpt" --checkpoint "$tmp/b2.ckpt"
 check "mnist-cnn-bn: stop at step 3, resume: bit-identical (running averages included)" cmp -s "$tmp/b1.ckpt" "$tmp/b2.ckpt"
 
+# every optimizer: the resumed run gets no optimizer flags, the checkpoint carries them
+for opt in sgd adamw nesterov; do
+  o=(--optimizer $opt --weight-decay 1e-3 --momentum 0.8 --lr 0.02)
+  "${train[@]}" "${o[@]}" --epochs 2 --checkpoint "$tmp/$opt-1.ckpt"
+  "${train[@]}" "${o[@]}" --epochs 2 --steps 13 --checkpoint "$tmp/$opt-2.ckpt"
+  "${train[@]}" --epochs 2 --resume "$tmp/$opt-2.ckpt" --checkpoint "$tmp/$opt-2.ckpt"
+  check "$opt: stop at step 13, resume without optimizer flags: bit-identical" cmp -s "$tmp/$opt-1.ckpt" "$tmp/$opt-2.ckpt"
+done
+
+# files of the previous format (version 2, written by cltrain 546cfe0 at step 2 of 4 of
+# tests/fixtures/tiny.cfg): they evaluate, and resume to the weights of a straight run
+fx=$here/tests/fixtures
+tiny=("$bin" fashion-mnist --limit-train 64 --batch-size 16 --producers 0 --quiet --limit-test 50)
+for opt in adam sgd; do
+  (cd "$here" && "${tiny[@]}" --model tests/fixtures/tiny.cfg --optimizer $opt --steps 4 --checkpoint "$tmp/v2-$opt-straight.ckpt")
+  (cd "$here" && "${tiny[@]}" --resume "$fx/ckpt-v2-$opt.ckpt" --steps 4 --checkpoint "$tmp/v2-$opt-resumed.ckpt")
+  check "format 2 ($opt, made by cltrain 546cfe0) resumes bit for bit" cmp -s "$tmp/v2-$opt-straight.ckpt" "$tmp/v2-$opt-resumed.ckpt"
+done
+check "format 2 checkpoint evaluates" "$bin" eval "$fx/ckpt-v2-adam.ckpt" --limit-test 50
+
 # --- damage ---
 expect2() { # NAME PATTERN FILE
   local err
@@ -54,6 +78,23 @@ printf '\x09' | dd of="$tmp/newer.ckpt" bs=1 seek=8 conv=notrunc 2>/dev/null
 expect2 "a newer format version is rejected" "newer" "$tmp/newer.ckpt"
 echo "not a checkpoint at all" >"$tmp/text.ckpt"
 expect2 "a text file is rejected" "checkpoint" "$tmp/text.ckpt"
+# a field out of range under a valid CRC (batch 100000; optimizer 7): one line, exit 2
+patch_field() { # IN OUT OFFSET VALUE: write an int32 at OFFSET and fix the CRC
+  python3 - "$@" <<'PY'
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], 'rb').read())
+struct.pack_into('<i', b, int(sys.argv[3]), int(sys.argv[4]))
+struct.pack_into('<I', b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], 'wb').write(b)
+PY
+}
+# version 3 header after magic, version, size: u64 seed, i64 next batch, then i32 batch, n_train, ranks, kind
+patch_field "$tmp/straight.ckpt" "$tmp/batch.ckpt" 32 100000
+patch_field "$tmp/straight.ckpt" "$tmp/kind.ckpt" 44 7
+expect2 "a valid CRC over batch 100000 is refused" "field batch is 100000" "$tmp/batch.ckpt"
+expect2 "a valid CRC over optimizer kind 7 is refused" "field optimizer is 7" "$tmp/kind.ckpt"
+err=$("${train[@]}" --epochs 3 --resume "$tmp/kind.ckpt" 2>&1 >/dev/null); rc=$?
+if [[ $rc -eq 2 && $err == *"field optimizer is 7"* ]]; then ok "resume refuses optimizer kind 7"; else notok "resume refuses kind 7" "exit $rc: $err"; fi
 err=$("${train[@]}" --epochs 3 --resume "$tmp/straight.ckpt" --model mnist-cnn 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *"holds model mlp"* ]]; then ok "resume with another --model is rejected"; else notok "resume with another --model" "exit $rc: $err"; fi
 err=$("${train[@]}" --epochs 2 --resume "$tmp/straight.ckpt" 2>&1); rc=$?

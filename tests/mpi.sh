@@ -29,7 +29,7 @@ mpi() { timeout 300 mpirun --allow-run-as-root --oversubscribe "$@"; }
 fm=(fashion-mnist --quiet)
 
 # rel A B: the relative parameter difference printed by ckpt-diff
-rel() { "$diffbin" "$1" "$2" | awk '{ sub(/,/, "", $3); print $3 }'; }
+rel() { "$diffbin" "$1" "$2" | awk 'NR == 1 { sub(/,/, "", $3); print $3 }'; }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 
 # 1. equivalence, mlp (Adam, 50 steps)

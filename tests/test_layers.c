@@ -18,6 +18,7 @@
  * Skipped without an OpenCL device. */
 #include "ct_test.h"
 #include "cltrain/model.h"
+#include "cltrain/optim.h"
 #include "cltrain/ref.h"
 
 /* ---------------- helpers ---------------- */
@@ -419,51 +420,77 @@ static void test_softmax_xent_large(void **state) {
 static const char *optim_cfg = "[net]\nheight=5\nwidth=5\nchannels=2\nclasses=4\n[conv]\nfilters=3\nsize=3\nactivation=relu\n"
                                "[maxpool]\nsize=2\nstride=1\n[dense]\noutputs=4\n[softmax]\n";
 
-static void ref_step_segments(ct_model *m, const ct_optim *o, float *P, float *M1, float *M2, const float *G, int t) {
+/* the float64 reference of one step of o's optimizer over [n] values; wd applies to all of them */
+static void ref_optim(const ct_optim *o, float lr, float *P, float *M1, float *M2, const float *G, long n, float wd, int t) {
+    switch (o->kind) {
+    case CT_OPT_ADAM: ref_adam(P, M1, M2, G, n, lr, o->b1, o->b2, o->eps, wd, t); break;
+    case CT_OPT_ADAMW: ref_adamw(P, M1, M2, G, n, lr, o->b1, o->b2, o->eps, (double)wd * lr / o->lr, t); break;
+    case CT_OPT_SGD: ref_sgd(P, M1, G, n, lr, o->momentum, wd); break;
+    case CT_OPT_NESTEROV: ref_nesterov(P, M1, G, n, lr, o->momentum, wd); break;
+    default: fail();
+    }
+}
+
+static void ref_step_segments(ct_model *m, const ct_optim *o, float lr, float *P, float *M1, float *M2, const float *G, int t) {
     for (int i = 0; i < m->n_layers; i++) {
         ct_layer *L = &m->layers[i];
         if (!L->n_w) continue;
         /* weight decay applies to weights only (the device's decay_mask) */
-        if (o->kind == CT_OPT_ADAM) {
-            ref_adam(P + L->w_off, M1 + L->w_off, M2 + L->w_off, G + L->w_off, (long)L->n_w, o->lr, o->b1, o->b2, o->eps, o->wd, t);
-            ref_adam(P + L->b_off, M1 + L->b_off, M2 + L->b_off, G + L->b_off, (long)L->n_b, o->lr, o->b1, o->b2, o->eps, 0.0f, t);
-        } else {
-            ref_sgd(P + L->w_off, M1 + L->w_off, G + L->w_off, (long)L->n_w, o->lr, o->momentum, o->wd);
-            ref_sgd(P + L->b_off, M1 + L->b_off, G + L->b_off, (long)L->n_b, o->lr, o->momentum, 0.0f);
-        }
+        ref_optim(o, lr, P + L->w_off, M1 + L->w_off, M2 + L->w_off, G + L->w_off, (long)L->n_w, o->wd, t);
+        ref_optim(o, lr, P + L->b_off, M1 + L->b_off, M2 + L->b_off, G + L->b_off, (long)L->n_b, 0.0f, t);
     }
 }
 
+/* five steps of o's optimizer through the interface against its reference;
+ * the learning rate falls as a schedule would (AdamW's decay follows it) */
 static void check_optim(const ct_optim *o, const char *name) {
     ct_model m;
     make_model(&m, optim_cfg, 2);
-    ct_model_init_weights(&m, 7);  /* zero moments, step 0 */
+    ct_model_init_weights(&m, 7);  /* step 0 */
+    ct_opt opt;
+    assert_int_equal(ct_opt_setup(&opt, &m, o), 0); /* zero state */
+    int ns = opt.ops->n_state;
+    assert_int_equal(ns, o->kind == CT_OPT_ADAM || o->kind == CT_OPT_ADAMW ? 2 : 1);
     ct_rng g = ct_rng_make(700, (uint64_t)o->kind, 0);
     size_t n = m.n_params;
     float *P = set_random_params(&m, &g, 0);
-    float *M1 = calloc(n, 4), *M2 = calloc(n, 4);
+    float *M1 = calloc(n, 4), *M2 = calloc(n, 4), *S[2] = {M1, M2};
     for (int t = 1; t <= 5; t++) {
         float *G = malloc(n * 4);
         ct_fill_rand(G, n, &g, t == 3 ? 1e-3f : 1.0f);
         for (size_t j = 0; j < n; j += 7) G[j] = 0;  /* zero gradients: Adam's 0/(0+eps) */
         ct_cl_write(&g_cl, m.grads, 0, n * 4, G);
-        ct_model_step(&m, o);
-        ref_step_segments(&m, o, P, M1, M2, G, t);
-        float *gp = dev_read(m.params, n), *g1 = dev_read(m.mom1, n), *g2 = dev_read(m.mom2, n);
+        float lr = o->lr * (t <= 3 ? 1.0f : 0.25f);
+        ct_opt_step(&opt, lr);
+        ref_step_segments(&m, o, lr, P, M1, M2, G, t);
+        float *gp = dev_read(m.params, n);
         char what[96];
         /* one float update of values of magnitude <= ~1 */
         snprintf(what, sizeof what, "%s step %d params", name, t);
         assert_true(ct_compare(what, gp, P, n, 1e-5, 1e-6));
-        snprintf(what, sizeof what, "%s step %d moment 1", name, t);
-        assert_true(ct_compare(what, g1, M1, n, 1e-5, 1e-7));
-        if (o->kind == CT_OPT_ADAM) {
-            snprintf(what, sizeof what, "%s step %d moment 2", name, t);
-            assert_true(ct_compare(what, g2, M2, n, 1e-5, 1e-9));
+        for (int i = 0; i < ns; i++) {
+            float *got = ct_xmalloc(n * 4);
+            ct_opt_get_state(&opt, i, got);
+            snprintf(what, sizeof what, "%s step %d state %d", name, t, i + 1);
+            assert_true(ct_compare(what, got, S[i], n, 1e-5, i ? 1e-9 : 1e-7));
+            free(got);
         }
-        free(G); free(gp); free(g1); free(g2);
+        free(G); free(gp);
     }
     assert_int_equal(m.step, 5);
+    /* a NaN gradient: the step leaves parameters and state as they were */
+    float *G = calloc(n, 4), *before = dev_read(m.params, n);
+    G[n / 2] = NAN;
+    ct_cl_write(&g_cl, m.grads, 0, n * 4, G);
+    ct_opt_step(&opt, o->lr);
+    int32_t pred[2];
+    ct_model_read_results(&m, 2, pred);
+    assert_int_equal(m.nonfinite, 1);
+    float *after = dev_read(m.params, n);
+    assert_memory_equal(before, after, n * 4);
+    free(G); free(before); free(after);
     free(P); free(M1); free(M2);
+    ct_opt_free(&opt);
     ct_model_free(&m);
 }
 
@@ -474,6 +501,14 @@ static void test_adam(void **state) {
     check_optim(&o, "adam");
 }
 
+static void test_adamw(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    /* the decay per step is wd at the base rate, not lr*wd: 1e-2 moves weights as much as adam's 1.0 would */
+    ct_optim o = {.kind = CT_OPT_ADAMW, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 1e-2f};
+    check_optim(&o, "adamw");
+}
+
 static void test_sgd(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -481,6 +516,30 @@ static void test_sgd(void **state) {
     check_optim(&o, "sgd");
     ct_optim plain = {.kind = CT_OPT_SGD, .lr = 0.1f, .momentum = 0.0f, .wd = 0.0f};
     check_optim(&plain, "sgd (no momentum, no decay)");
+}
+
+static void test_nesterov(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_optim o = {.kind = CT_OPT_NESTEROV, .lr = 5e-2f, .momentum = 0.9f, .wd = 0.1f};
+    check_optim(&o, "nesterov");
+}
+
+/* the table: every kind has an entry under its own name, a kernel and a state count */
+static void test_optim_table(void **state) {
+    (void)state;
+    for (int k = 0; k < CT_OPT_COUNT; k++) {
+        const ct_optimizer *op = ct_optimizers[k];
+        assert_non_null(op);
+        int kind = -1;
+        assert_ptr_equal(ct_optimizer_find(op->name, &kind), op);
+        assert_int_equal(kind, k);
+        assert_true(op->n_state >= 1 && op->n_state <= CT_OPT_MAX_STATE);
+        assert_non_null(op->kernel);
+        assert_true(op->default_lr > 0);
+    }
+    assert_null(ct_optimizer_find("rmsprop", NULL));
+    assert_string_equal(ct_optimizer_list(), "adam|sgd|adamw|nesterov");
 }
 
 /* ---------------- input conversion ---------------- */
@@ -592,6 +651,9 @@ int main(void) {
         cmocka_unit_test(test_softmax_xent_large),
         cmocka_unit_test(test_adam),
         cmocka_unit_test(test_sgd),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_nesterov),
+        cmocka_unit_test(test_optim_table),
         cmocka_unit_test(test_u8_input),
         cmocka_unit_test(test_accumulation),
     };

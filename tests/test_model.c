@@ -11,6 +11,8 @@
  * parameters must match. */
 #include "ct_test.h"
 #include "cltrain/layer.h"
+#include "cltrain/model.h"
+#include "cltrain/optim.h"
 #include "cltrain/ref.h"
 #include <unistd.h>
 
@@ -449,6 +451,8 @@ static void test_end_to_end_adam(void **state) {
     float x[E_B * 64];
     for (int i = 0; i < E_B * 64; i++) x[i] = (float)img[i] * scale;
     ct_optim o = {.kind = CT_OPT_ADAM, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 1e-2f};
+    ct_opt opt;
+    assert_int_equal(ct_opt_setup(&opt, &m, &o), 0);
     double max_loss_rel = 0;
     for (int t = 1; t <= E_STEPS; t++) {
         ct_model_set_batch(&m, img, lab, E_B, scale, 0.0f);
@@ -460,7 +464,7 @@ static void test_end_to_end_adam(void **state) {
         /* once per layer, from the last to the first */
         assert_int_equal(seen.n, m.n_layers);
         for (int i = 0; i < m.n_layers; i++) assert_int_equal(seen.order[i], m.n_layers - 1 - i);
-        ct_model_step(&m, &o);
+        ct_opt_step(&opt, o.lr);
         int32_t pred[E_B];
         double got = ct_model_read_results(&m, E_B, pred);
         double want = host_step(&m, P, M1, M2, x, lab, &o, t);
@@ -485,6 +489,7 @@ static void test_end_to_end_adam(void **state) {
     fprintf(stderr, "# max weight change over 5 steps %.3g, max loss rel err %.2g\n", moved, max_loss_rel);
     assert_true(moved > 1e-2);
     free(P); free(M1); free(M2); free(got); free(p0);
+    ct_opt_free(&opt);
     ct_model_free(&m);
 }
 

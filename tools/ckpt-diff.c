@@ -1,7 +1,9 @@
 /* ckpt-diff A B: how far apart the parameters of two cltrain checkpoints
  * are: ||a - b|| / ||b|| over all parameters, and the largest absolute
  * difference. Used by tests/mpi.sh (N ranks against one rank) and handy to
- * compare runs. Exit 0, or 2 when a file is bad or the models differ. */
+ * compare runs. A second line says whether the parameters and the optimizer
+ * state are bit-identical (byte for byte, so -0 differs from 0 and NaN from
+ * NaN only if its bits do). Exit 0, or 2 when a file is bad or the models differ. */
 #include "cltrain/checkpoint.h"
 #include "cltrain/common.h"
 #include <math.h>
@@ -30,6 +32,10 @@ int main(int argc, char **argv) {
     }
     printf("relative difference %.3e, max abs difference %.3e, %zu parameters, steps %lld and %lld\n",
            sqrt(d2 / (b2 > 0 ? b2 : 1)), dmax, a.n_params, (long long)a.next_batch, (long long)b.next_batch);
+    int same_p = !memcmp(a.params, b.params, a.n_params * 4), same_s = a.n_state == b.n_state && a.opt_step == b.opt_step;
+    for (int i = 0; same_s && i < a.n_state; i++) same_s = !memcmp(a.state[i], b.state[i], a.n_params * 4);
+    printf("bit-identical: parameters %s, optimizer state %s (%d buffer%s)\n", same_p ? "yes" : "no", same_s ? "yes" : "no",
+           a.n_state, a.n_state == 1 ? "" : "s");
     ct_ckpt_free(&a);
     ct_ckpt_free(&b);
     return 0;

@@ -1,7 +1,7 @@
 /* model.h: a sequential network read from an INI-style .cfg (darknet-like,
  * read by its own line reader), its layers' forward and backward passes on the device,
- * and the flat parameter / gradient / optimizer-moment buffers (llm.c-style:
- * the optimizer is one launch). Layout NHWC. Parameter gradients accumulate
+ * and the flat parameter / gradient buffers (llm.c-style: the optimizer,
+ * cltrain/optim.h, is one launch over them). Layout NHWC. Parameter gradients accumulate
  * (+=) and are cleared once per step (ct_model_zero_grad); input gradients
  * overwrite, then a [shortcut] reading that output adds its share. Tested by tests/test_layers.c (device vs reference, gradient
  * checks) and tests/test_model.c (cfg parsing and its errors). */
@@ -13,7 +13,6 @@
 enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_SHORTCUT, CT_L_COUNT };
 extern const char *const ct_layer_names[];
 enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
-enum { CT_OPT_ADAM, CT_OPT_SGD };
 
 typedef struct ct_layer {
     int type, act;             /* act: CT_ACT_LINEAR / CT_ACT_RELU, fused into the GEMM */
@@ -42,9 +41,9 @@ typedef struct ct_model {
     ct_cl *cl;
     ct_gemm gemm;
     int batch;
-    cl_program p_conv, p_pool, p_ops, p_optim;
-    cl_kernel k_im2col, k_col2im, k_pool_fwd, k_pool_bwd, k_u8, k_relu_bwd, k_xent, k_nonfinite, k_adam, k_sgd;
-    cl_mem params, grads, mom1, mom2, decay_mask;
+    cl_program p_conv, p_pool, p_ops;
+    cl_kernel k_im2col, k_col2im, k_pool_fwd, k_pool_bwd, k_u8, k_relu_bwd, k_xent, k_nonfinite;
+    cl_mem params, grads, decay_mask; /* decay_mask: a uchar per parameter, 1 where weight decay applies */
     cl_mem input, input_u8, labels, loss, pred, dlogits, ws, ones, flag;
     cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
     cl_kernel k_gather;
@@ -58,7 +57,7 @@ typedef struct ct_model {
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */
     size_t ws_floats;
-    int step;                   /* optimizer steps taken (Adam bias correction) */
+    int step;                   /* optimizer steps taken (Adam's bias correction, dropout masks) */
     int nonfinite;              /* read back with the results: the last step met a NaN/Inf gradient and was skipped */
     float label_smoothing;      /* softmax cross-entropy targets (1-e)*onehot + e/C; 0: plain one-hot */
     int loss_batch;             /* > 0: the loss is the sum over this many samples' mean (data-parallel global batch); 0: B */
@@ -76,7 +75,7 @@ int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int
 int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name);
 /* Allocate every device buffer for batch size `batch` (nothing is allocated later). */
 int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode);
-/* He-normal weights, zero biases, from seed; zero optimizer state. */
+/* He-normal weights, zero biases, from seed; zero gradients, step 0. */
 void ct_model_init_weights(ct_model *m, uint64_t seed);
 void ct_model_free(ct_model *m);
 /* Print the layer table. */
@@ -102,10 +101,11 @@ void ct_model_backward(ct_model *m, int B, void (*on_layer_done)(void *ctx, int 
 void ct_layer_forward(ct_model *m, int i, int B);
 void ct_layer_backward(ct_model *m, int i, int B);
 void ct_model_zero_grad(ct_model *m);
-typedef struct ct_optim { int kind; float lr, b1, b2, eps, wd, momentum; } ct_optim;
-/* Skipped on the device when any gradient is NaN or Inf; ct_model_read_results
- * then sets m->nonfinite (the caller should undo m->step if it goes on). */
-void ct_model_step(ct_model *m, const ct_optim *o);
+/* The NaN guard an optimizer step (ct_opt_step) reads on the device: sets
+ * m->flag when any gradient is NaN or Inf, so the step leaves everything as it
+ * was; ct_model_read_results then sets m->nonfinite (the caller should undo
+ * m->step if it goes on). */
+void ct_model_guard_grads(ct_model *m);
 /* Read back per-sample loss and predictions (blocking). Returns the loss sum. */
 double ct_model_read_results(ct_model *m, int B, int32_t *pred);
 /* 1 if any parameter gradient is NaN or Inf (blocking). */

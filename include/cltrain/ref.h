@@ -47,6 +47,10 @@ void ref_shortcut_forward(float *y, const float *a, const float *s, int B, int H
 void ref_shortcut_backward(float *da, float *ds, const float *dy, const float *y, int B, int H, int W, int C, int SH,
                            int SW, int SC, int S, int act);
 
+/* Optimizer steps over n parameters (src/ref/optim.c); t is the 1-based step; wd applies to all n. */
 void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t);
+/* AdamW with the decay decoupled from the rate: p -= lr*mhat/(sqrt(vhat)+eps) + wdt*p */
+void ref_adamw(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, double wdt, int t);
 void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
+void ref_nesterov(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
 #endif

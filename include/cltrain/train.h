@@ -1,10 +1,11 @@
 /* train.h: the training loop (deterministic batch order from the seed,
  * progress lines, evaluation with per-class accuracy and a confusion matrix).
- * Tested end to end by tests/test_train.c and tests/cli_*.sh. */
+ * Tested end to end by tests/cli.sh, tests/checkpoint.sh and tests/mpi.sh. */
 #ifndef CLTRAIN_TRAIN_H
 #define CLTRAIN_TRAIN_H
 #include "cltrain/data.h"
 #include "cltrain/model.h"
+#include "cltrain/optim.h"
 #include "cltrain/pipeline.h"
 
 typedef struct ct_train_opts {
@@ -35,7 +36,10 @@ typedef struct ct_train_opts {
     int on_nan_skip;       /* --on-nan skip */
     int schedule, warmup;  /* --schedule constant|step|cosine, --warmup N steps */
     float label_smoothing; /* --label-smoothing E in [0, 1): training targets (1-E)*onehot + E/classes */
-    const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval` */
+    const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval`: the kind ("mnist", "cifar100", "images"...) and folder */
+    double data_split;     /* images: --val-split (recorded in checkpoints) */
+    int lr_set;            /* --lr was given (else a resumed run takes the checkpoint's) */
+    int momentum_set, wd_set; /* --momentum, --weight-decay were given */
     const char *logdir;    /* --logdir: metrics.csv and a TensorBoard event file */
     const ct_source *train_src, *eval_src; /* samples through these instead of bytes*scale+shift (augmentation) */
     int fit_model;         /* fit the model's input shape and classes to the data (ct_model_load_shaped) */
@@ -44,6 +48,7 @@ typedef struct ct_train_opts {
 } ct_train_opts;
 
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
+#define CT_BATCH_MAX 4096  /* --batch-size and checkpoints: ct_model_read_results reads at most this many */
 
 typedef struct ct_eval_result {
     int n, correct;

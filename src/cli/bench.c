@@ -1,5 +1,7 @@
-/* cli/bench.c: `cltrain bench kernels|train`: measured figures as tables.
- * Every figure printed is measured in this run; ratios compare paths timed
+/* cli/bench.c: `cltrain bench kernels|train|pipeline|dist|images|probe`:
+ * figures as tables. Every figure printed is measured in this run, except the
+ * lines of `bench dist` under "model (not measured)", which project measured
+ * compute and overlap onto assumed link speeds; ratios compare paths timed
  * back to back in the same process (absolute times drift on shared machines).
  * Results are validated by the test suite before they are timed here. */
 #include "cli.h"
@@ -152,14 +154,14 @@ static int bench_kernels(const ct_train_opts *o) {
     return 0;
 }
 
-typedef struct { ct_model *m; const ct_optim *o; int B; } step_arg;
+typedef struct { ct_model *m; ct_opt *o; int B; } step_arg;
 static void step_fn(void *p) {
     step_arg *a = p;
     ct_model_zero_grad(a->m);
     ct_model_forward(a->m, a->B);
     ct_model_loss(a->m, a->B);
     ct_model_backward(a->m, a->B, NULL, NULL);
-    ct_model_step(a->m, a->o);
+    ct_opt_step(a->o, a->o->hp.lr);
 }
 
 static double spawn_probe(const char *self, const char *cache, int pocl_cache) {
@@ -177,7 +179,13 @@ static int bench_train(const ct_train_opts *o, int steps) {
     int rc = setup_model(&m, &cl, o, o->gemm);
     if (rc) return rc;
     int B = o->batch;
-    step_arg a = {&m, &o->optim, B};
+    ct_opt opt;
+    if ((rc = ct_opt_setup(&opt, &m, &o->optim))) {
+        ct_model_free(&m);
+        ct_cl_close(&cl);
+        return rc;
+    }
+    step_arg a = {&m, &opt, B};
     for (int i = 0; i < 3; i++) step_fn(&a); /* warm up */
     ct_cl_finish(&cl);
     double t0 = ct_now();
@@ -192,6 +200,7 @@ static int bench_train(const ct_train_opts *o, int steps) {
     printf("steady-state images/s: %.1f\n", ips);
     printf("step time: %.2f ms over %d steps; %.1f MFLOP per image (fwd+bwd); achieved %.1f GFLOP/s\n", t / steps * 1e3, steps,
            3 * m.flops_fwd * 1e-6, gflops);
+    ct_opt_free(&opt);
     ct_model_free(&m);
     ct_cl_close(&cl);
     /* start-up: the whole process, from exec to the end of the first training step */
@@ -212,18 +221,22 @@ static int bench_train(const ct_train_opts *o, int steps) {
     return 0;
 }
 
-/* hidden: what the start-up figure measures (device, builds, buffers, one step) */
+/* bench probe: what the start-up figure measures (device, builds, buffers, one step) */
 static int bench_probe(const ct_train_opts *o) {
     ct_model m;
     ct_cl cl;
     int rc = setup_model(&m, &cl, o, CT_GEMM_NATIVE);
     if (rc) return rc;
-    step_arg a = {&m, &o->optim, o->batch};
-    step_fn(&a);
-    ct_model_read_results(&m, o->batch, NULL);
+    ct_opt opt;
+    if (!(rc = ct_opt_setup(&opt, &m, &o->optim))) {
+        step_arg a = {&m, &opt, o->batch};
+        step_fn(&a);
+        ct_model_read_results(&m, o->batch, NULL);
+    }
+    ct_opt_free(&opt);
     ct_model_free(&m);
     ct_cl_close(&cl);
-    return 0;
+    return rc;
 }
 
 /* Image input, per producer thread: decoding PNG files against reading
@@ -501,7 +514,7 @@ static int bench_dist(const ct_train_opts *base) {
     double window = R > 1 ? rn.window_ms * 1e-3 : 0.5 * t1; /* without a measurement: backward ~ half a step */
     const struct { const char *link; double bw, lat; } links[] = {
         {"10 GbE", 1.25e9, 20e-6}, {"100 Gb InfiniBand", 12.5e9, 2e-6}, {"NVLink-class 300 GB/s", 300e9, 2e-6}};
-    printf("model: step(N) = compute + max(0, allreduce(N) - overlap); allreduce(N) = 2(N-1)/N x %.1f MB / bandwidth + 2(N-1) x latency x buckets\n",
+    printf("model (not measured: assumed link speeds): step(N) = compute + max(0, allreduce(N) - overlap); allreduce(N) = 2(N-1)/N x %.1f MB / bandwidth + 2(N-1) x latency x buckets\n",
            S * 1e-6);
     printf("       with compute %.1f ms and overlap %.1f ms per step as measured here:\n", 1e3 * t1, 1e3 * window);
     int nb = R > 1 && rn.buckets ? rn.buckets : 1;
@@ -519,7 +532,7 @@ static int bench_dist(const ct_train_opts *base) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) {
-        ct_fail(CT_EINPUT, "bench needs one of: kernels, train, pipeline, dist; see `cltrain --help`");
+        ct_fail(CT_EINPUT, "bench needs one of: kernels, train, pipeline, dist, images, probe; see `cltrain --help`");
         return cli_fail(CT_EINPUT);
     }
     const char *what = argv[1];
@@ -534,6 +547,6 @@ int cmd_bench(int argc, char **argv) {
     else if (!strcmp(what, "probe")) rc = bench_probe(&o);
     else if (!strcmp(what, "dist")) rc = bench_dist(&o);
     else if (!strcmp(what, "images")) rc = bench_image_input();
-    else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train, pipeline or dist", what);
+    else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train, pipeline, dist, images or probe", what);
     return rc ? cli_fail(rc) : 0;
 }

@@ -56,15 +56,16 @@ int cmd_eval(int argc, char **argv) {
     ct_ckpt ck;
     if ((rc = ct_ckpt_load(&ck, path))) return cli_fail(rc);
     ct_dataset test = {0};
-    int kind = !strcmp(ck.dataset, "mnist") ? CT_MNIST : !strcmp(ck.dataset, "fashion-mnist") ? CT_FASHION_MNIST : 0;
-    int cifar = !strcmp(ck.dataset, "cifar10") ? 10 : !strncmp(ck.dataset, "cifar100", 8) ? 100 : 0;
-    int images = !strncmp(ck.dataset, "images:", 7);
+    const char *ds = ck.data.kind;
+    int kind = !strcmp(ds, "mnist") ? CT_MNIST : !strcmp(ds, "fashion-mnist") ? CT_FASHION_MNIST : 0;
+    int cifar = !strcmp(ds, "cifar10") ? 10 : !strcmp(ds, "cifar100") ? 100 : 0;
+    int images = !strcmp(ds, "images");
     if (!kind && !cifar && !images) {
-        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (mnist, fashion-mnist, cifar10, cifar100, images)", path, ck.dataset);
+        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (mnist, fashion-mnist, cifar10, cifar100, images)", path, ds);
         ct_ckpt_free(&ck);
         return cli_fail(CT_EINPUT);
     }
-    if (!data) data = ck.data_dir;
+    if (!data) data = ck.data.path;
     ct_model m;
     ct_cl cl;
     memset(&cl, 0, sizeof cl);
@@ -78,7 +79,7 @@ int cmd_eval(int argc, char **argv) {
     if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
     if (!rc && images) {
         /* the held-out split of the folder (same seed and share as training), or the test shards */
-        rc = cli_imageset_open(&iset, data, m.in_h, m.in_c, atof(ck.dataset + 7), ck.seed, 0, 0);
+        rc = cli_imageset_open(&iset, data, m.in_h, m.in_c, ck.data.split, ck.seed, 0, 0);
         if (!rc && !iset.ds[1].n)
             rc = ct_fail(CT_EINPUT, "%s: no test images (no test shards, or no held-out split); nothing to evaluate", data);
         if (!rc) {
@@ -86,7 +87,7 @@ int cmd_eval(int argc, char **argv) {
             esrc = iset.src[1];
         }
     } else if (!rc && cifar) {
-        rc = ct_cifar_load(NULL, &test, data, cifar, strcmp(ck.dataset, "cifar100-coarse") != 0, 0);
+        rc = ct_cifar_load(NULL, &test, data, cifar, ck.data.classes != 20, 0);
         if (!rc) ct_cifar_source_init(&esrc, &ectx);
     } else if (!rc) {
         rc = ct_mnist_load(NULL, &test, data, kind, 0);
@@ -99,7 +100,7 @@ int cmd_eval(int argc, char **argv) {
         ct_eval_result ev;
         rc = ct_evaluate(&m, &test, cifar || images ? &esrc : NULL, o.limit_test, o.scale, o.shift, &ev);
         printf("%s: model %s, %d parameters, trained %lld steps on %s\n", path, ck.model_name, (int)ck.n_params,
-               (long long)ck.next_batch, ck.dataset);
+               (long long)ck.next_batch, cifar == 100 && ck.data.classes == 20 ? "cifar100-coarse" : ds);
         ct_eval_print(&ev, test.class_names, stdout, 1);
         if (!rc && g_confusion_png) rc = write_confusion_png(&ev, g_confusion_png);
         ct_eval_free(&ev);

@@ -24,11 +24,11 @@ static int ckpt_crc(const char *path, uint32_t *crc) {
  * names): their test split, when still at data_dir, gives them. */
 static void dataset_names(const ct_ckpt *ck, ct_dataset *test) {
     memset(test, 0, sizeof *test);
-    const char *d = ck->dataset;
+    const char *d = ck->data.kind;
     int kind = !strcmp(d, "mnist") ? CT_MNIST : !strcmp(d, "fashion-mnist") ? CT_FASHION_MNIST : 0;
     int cifar = !strcmp(d, "cifar10") ? 10 : !strncmp(d, "cifar100", 8) ? 100 : 0;
-    int rc = kind ? ct_mnist_load(NULL, test, ck->data_dir, kind, 0)
-                  : cifar ? ct_cifar_load(NULL, test, ck->data_dir, cifar, strcmp(d, "cifar100-coarse") != 0, 0) : -1;
+    int rc = kind ? ct_mnist_load(NULL, test, ck->data.path, kind, 0)
+                  : cifar ? ct_cifar_load(NULL, test, ck->data.path, cifar, ck->data.classes != 20, 0) : -1;
     if (rc) memset(test, 0, sizeof *test);
 }
 
@@ -49,7 +49,7 @@ int cmd_export(int argc, char **argv) {
     int rc = ct_ckpt_load(&ck, path);
     if (rc) return cli_fail(rc);
     ct_model m;
-    ct_onnx_meta meta = {.standardize = !strncmp(ck.dataset, "cifar", 5), .dataset = ck.dataset,
+    ct_onnx_meta meta = {.standardize = !strncmp(ck.data.kind, "cifar", 5), .dataset = ck.data.kind,
                          .class_names = (const char *const *)ck.class_names, .n_names = ck.n_names};
     uint8_t *buf = NULL;
     size_t n = 0;
@@ -66,7 +66,7 @@ int cmd_export(int argc, char **argv) {
             meta.n_names = names.n_classes;
         } else {
             printf("export: %s: class names not found (data set %s not at %s); the model names classes by index\n",
-                   path, ck.dataset, ck.data_dir);
+                   path, ck.data.kind, ck.data.path);
         }
     }
     if (!rc) rc = ct_onnx_encode(&m, ck.params, &meta, &buf, &n);
@@ -74,7 +74,7 @@ int cmd_export(int argc, char **argv) {
     if (!rc)
         printf("export: %s (model %s, %dx%dx%d -> %d classes, %zu parameters, trained %lld steps on %s) -> %s (%.1f MB, "
                "ONNX opset 13)\n", path, ck.model_name, m.in_c, m.in_h, m.in_w, m.n_classes, m.n_params,
-               (long long)ck.next_batch, ck.dataset, out, (double)n / 1e6);
+               (long long)ck.next_batch, ck.data.kind, out, (double)n / 1e6);
     free(buf);
     ct_dataset_free(&names);
     ct_model_free(&m);

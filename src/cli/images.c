@@ -109,9 +109,8 @@ int cmd_images(int argc, char **argv) {
         ct_fail(CT_EINPUT, "%s: no training images", dir);
         return cli_fail(CT_EINPUT);
     }
-    char ds_name[32];
-    snprintf(ds_name, sizeof ds_name, "%s:%.3f", s.tfrecord ? "tfrecord" : "images", s.shards || tf.n_test ? 0.0 : g_val_split);
-    o.dataset = ds_name;
+    o.dataset = "images";
+    o.data_split = s.shards || tf.n_test ? 0.0 : g_val_split;
     o.data_dir = dir;
     o.class_names = s.ds[0].class_names;
     o.train_src = &s.src[0];
@@ -186,7 +185,7 @@ int cmd_predict(int argc, char **argv) {
         ct_model_set_params(&m, ck.params);
         m.training = 0;
         /* the same preparation as training: x / 255, or per-image standardisation for CIFAR models */
-        int standardize = !strncmp(ck.dataset, "cifar", 5);
+        int standardize = !strncmp(ck.data.kind, "cifar", 5);
         size_t sz = (size_t)m.in_h * m.in_w * m.in_c;
         uint8_t *u8 = ct_xmalloc(sz);
         float *x = ct_xmalloc(sz * B * sizeof(float)), *logits = ct_xmalloc(sizeof(float) * (size_t)B * m.n_classes);

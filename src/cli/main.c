@@ -25,15 +25,18 @@ static void usage(FILE *f) {
             "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
             "  predict CHECKPOINT IMG...  the top classes of each image, with probabilities\n"
             "  export CHECKPOINT OUT.onnx  the trained network as an ONNX model (raw 0..255 pixels in)\n"
-            "  bench kernels|train|pipeline|dist  measured figures, as tables (dist under mpirun)\n\n"
+            "  bench kernels|train|pipeline|dist  measured figures, as tables (dist under mpirun)\n"
+            "  bench images|probe      image decoding against shards per thread; one start-up (what `bench train` times)\n\n"
             "Training options:\n"
             "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
             "  --epochs N              passes over the training set [1]\n"
             "  --batch-size N          images per step [128]\n"
-            "  --lr X                  learning rate [3e-4 for adam, 0.01 for sgd]\n"
-            "  --optimizer adam|sgd    Adam or SGD with momentum [adam]\n"
-            "  --momentum X            SGD momentum [0.9]\n"
-            "  --weight-decay X        decoupled weight decay on weights (not biases) [0]\n"
+            "  --lr X                  learning rate [3e-4 for adam and adamw, 0.01 for sgd and nesterov]\n"
+            "  --optimizer NAME        adam: Adam, --weight-decay as lr*wd*p outside the moments [default]\n"
+            "                          adamw: AdamW, the decay decoupled from --lr too: wd per step\n"
+            "                          sgd: SGD with momentum; nesterov: SGD with Nesterov momentum\n"
+            "  --momentum X            SGD and Nesterov momentum [0.9]\n"
+            "  --weight-decay X        weight decay on weights (not biases) [0]\n"
             "  --seed N                weights and data order depend only on it [1]\n"
             "  --eval-every N          also evaluate every N steps [0: each epoch end]\n"
             "  --data DIR              where the data set is\n"
@@ -129,7 +132,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"strict", no_argument, 0, O_STRICT}, {"top", required_argument, 0, O_TOP},
         {"label-smoothing", required_argument, 0, O_SMOOTH},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int c, lr_set = 0;
+    int c;
     long l;
     double d;
     optind = 1;
@@ -140,14 +143,13 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         case O_MODEL: o->model = optarg; o->model_set = 1; break;
         case O_EPOCHS: if (!(rc = cli_parse_int("epochs", optarg, 1, 100000, &l))) o->epochs = (int)l; break;
         case O_BATCH: if (!(rc = cli_parse_int("batch-size", optarg, 1, 4096, &l))) o->batch = (int)l; break;
-        case O_LR: if (!(rc = parse_num("lr", optarg, 0, 1e9, &d))) { o->optim.lr = (float)d; lr_set = 1; } break;
+        case O_LR: if (!(rc = parse_num("lr", optarg, 0, 1e9, &d))) { o->optim.lr = (float)d; o->lr_set = 1; } break;
         case O_OPT:
-            if (!strcmp(optarg, "adam")) o->optim.kind = CT_OPT_ADAM;
-            else if (!strcmp(optarg, "sgd")) o->optim.kind = CT_OPT_SGD;
-            else rc = ct_fail(CT_EINPUT, "--optimizer %s: expected adam or sgd", optarg);
+            if (!ct_optimizer_find(optarg, &o->optim.kind))
+                rc = ct_fail(CT_EINPUT, "--optimizer %s: expected one of %s", optarg, ct_optimizer_list());
             break;
-        case O_MOM: if (!(rc = parse_num("momentum", optarg, 0, 1, &d))) o->optim.momentum = (float)d; break;
-        case O_WD: if (!(rc = parse_num("weight-decay", optarg, 0, 10, &d))) o->optim.wd = (float)d; break;
+        case O_MOM: if (!(rc = parse_num("momentum", optarg, 0, 1, &d))) { o->optim.momentum = (float)d; o->momentum_set = 1; } break;
+        case O_WD: if (!(rc = parse_num("weight-decay", optarg, 0, 10, &d))) { o->optim.wd = (float)d; o->wd_set = 1; } break;
         case O_SEED: if (!(rc = cli_parse_int("seed", optarg, 0, 0x7fffffffffffffffL, &l))) o->seed = (uint64_t)l; break;
         case O_EVAL: if (!(rc = cli_parse_int("eval-every", optarg, 0, 1L << 40, &l))) o->eval_every = (int)l; break;
         case O_DATA: *data = optarg; break;
@@ -216,7 +218,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         if (rc) return rc;
     }
     if (optind < argc) return ct_fail(CT_EINPUT, "unexpected argument '%s'; see `cltrain --help`", argv[optind]);
-    if (!lr_set && o->optim.kind == CT_OPT_SGD) o->optim.lr = 0.01f;
+    if (!o->lr_set) o->optim.lr = ct_optimizers[o->optim.kind]->default_lr;
     return 0;
 }
 
@@ -271,13 +273,14 @@ static int cmd_cifar(int argc, char **argv, int kind) {
     if ((rc = ct_augment_parse(&tctx.aug, g_augment)) || (rc = ct_augment_check(&tctx.aug))) return cli_fail(rc);
     if ((rc = cli_check_model(&o))) return cli_fail(rc);
     if (!data) data = kind == 10 ? "datasets/cifar10" : "datasets/cifar100";
-    o.dataset = kind == 10 ? "cifar10" : !strcmp(g_labels, "fine") ? "cifar100" : "cifar100-coarse";
+    const char *name = kind == 10 ? "cifar10" : !strcmp(g_labels, "fine") ? "cifar100" : "cifar100-coarse";
+    o.dataset = kind == 10 ? "cifar10" : "cifar100"; /* the checkpoint tells fine from coarse by its classes */
     o.data_dir = data;
     ct_dataset train = {0}, test = {0};
     double t0 = ct_now();
     if ((rc = ct_cifar_load(&train, &test, data, kind, !strcmp(g_labels, "fine"), 1))) return cli_fail(rc);
     if (!o.quiet)
-        printf("%s: %d training and %d test images from %s (%.2f s), augmentation %s\n", o.dataset, train.n, test.n, data,
+        printf("%s: %d training and %d test images from %s (%.2f s), augmentation %s\n", name, train.n, test.n, data,
                ct_now() - t0, g_augment);
     tctx.ds = &train;
     ectx.ds = &test;

@@ -336,7 +336,6 @@ static int build_kernels(ct_model *m, ct_cl *cl) {
     if ((rc = ct_cl_build(cl, &m->p_conv, "conv.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_pool, "pool.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_ops, "ops.cl", ""))) return rc;
-    if ((rc = ct_cl_build(cl, &m->p_optim, "optim.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_short, "shortcut.cl", ""))) return rc;
@@ -361,8 +360,6 @@ static int build_kernels(ct_model *m, ct_cl *cl) {
     m->k_relu_bwd = ct_cl_kernel(m->p_ops, "relu_bwd");
     m->k_xent = ct_cl_kernel(m->p_ops, "softmax_xent");
     m->k_nonfinite = ct_cl_kernel(m->p_ops, "nonfinite");
-    m->k_adam = ct_cl_kernel(m->p_optim, "adam_step");
-    m->k_sgd = ct_cl_kernel(m->p_optim, "sgd_step");
     return 0;
 }
 
@@ -396,8 +393,6 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     size_t nin = (size_t)m->in_h * m->in_w * m->in_c * batch;
     if ((rc = ct_cl_alloc(cl, &m->params, P, "parameters"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->grads, P, "gradients"))) return rc;
-    if ((rc = ct_cl_alloc(cl, &m->mom1, P, "optimizer moment 1"))) return rc;
-    if ((rc = ct_cl_alloc(cl, &m->mom2, P, "optimizer moment 2"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->decay_mask, m->n_params, "weight-decay mask"))) return rc;
     for (int j = 0; j < 2; j++) {
         if ((rc = ct_cl_alloc(cl, &m->inputs[j], nin * sizeof(float), "input batch"))) return rc;
@@ -449,8 +444,6 @@ void ct_model_init_weights(ct_model *m, uint64_t seed) {
     }
     ct_model_set_params(m, p);
     free(p);
-    ct_cl_fill0(m->cl, m->mom1, 0, m->n_params * 4);
-    ct_cl_fill0(m->cl, m->mom2, 0, m->n_params * 4);
     ct_cl_fill0(m->cl, m->grads, 0, m->n_params * 4);
     m->step = 0;
 }
@@ -468,16 +461,16 @@ void ct_model_free(ct_model *m) {
     ct_cl_release(&m->bn_p1);
     ct_cl_release(&m->bn_p2);
     m->input = m->labels = NULL; /* aliases of inputs[] and labels2[] */
-    cl_mem *mems[] = {&m->params, &m->grads, &m->mom1, &m->mom2, &m->decay_mask, &m->inputs[0], &m->inputs[1],
+    cl_mem *mems[] = {&m->params, &m->grads, &m->decay_mask, &m->inputs[0], &m->inputs[1],
                       &m->labels2[0], &m->labels2[1], &m->input_u8,
                       &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
     cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
-                      m->k_nonfinite, m->k_adam, m->k_sgd, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
+                      m->k_nonfinite, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
                       m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
-    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_optim, m->p_bn, m->p_drop, m->p_short};
+    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_bn, m->p_drop, m->p_short};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         if (ps[i]) clReleaseProgram(ps[i]);
     if (m->gemm.cl) ct_gemm_free(&m->gemm);
@@ -560,25 +553,10 @@ static void enqueue_nonfinite(ct_model *m, cl_mem x, size_t off, size_t n) {
     ct_cl_run(m->cl, m->k_nonfinite, "nonfinite", 1, &gws, NULL);
 }
 
-void ct_model_step(ct_model *m, const ct_optim *o) {
-    /* NaN guard on the device: the optimizer launch reads the flag and does nothing
-     * if any gradient is NaN or Inf, so the parameters stay the last good ones
-     * without a host round trip inside the step */
+void ct_model_guard_grads(ct_model *m) {
     int zero = 0;
     CL_CHECK(clEnqueueFillBuffer(m->cl->queue, m->flag, &zero, sizeof zero, 0, sizeof zero, 0, NULL, NULL));
     enqueue_nonfinite(m, m->grads, 0, m->n_params);
-    m->step++;
-    int n = (int)m->n_params;
-    size_t gws = (size_t)n;
-    if (o->kind == CT_OPT_ADAM) {
-        float bc1 = (float)(1.0 - pow(o->b1, m->step)), bc2 = (float)(1.0 - pow(o->b2, m->step));
-        ct_kargs(m->k_adam, m->params, m->mom1, m->mom2, m->grads, m->decay_mask, m->flag, n, o->lr, o->b1,
-                   o->b2, o->eps, o->wd, bc1, bc2);
-        ct_cl_run(m->cl, m->k_adam, "adam_step", 1, &gws, NULL);
-    } else {
-        ct_kargs(m->k_sgd, m->params, m->mom1, m->grads, m->decay_mask, m->flag, n, o->lr, o->momentum, o->wd);
-        ct_cl_run(m->cl, m->k_sgd, "sgd_step", 1, &gws, NULL);
-    }
 }
 
 double ct_model_read_results(ct_model *m, int B, int32_t *pred) {

@@ -1,4 +1,4 @@
-/* ref/ops.c: softmax cross-entropy and optimizer references in float64. */
+/* ref/ops.c: the softmax cross-entropy reference in float64 (optimizers: ref/optim.c). */
 #include "cltrain/ref.h"
 #include <math.h>
 
@@ -31,25 +31,4 @@ double ref_softmax_xent_smooth(float *dlogits, const float *logits, const int32_
 
 double ref_softmax_xent(float *dlogits, const float *logits, const int32_t *labels, int B, int C, int *correct) {
     return ref_softmax_xent_smooth(dlogits, logits, labels, B, C, 0.0, correct);
-}
-
-void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t) {
-    double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
-    for (long i = 0; i < n; i++) {
-        double mi = (double)b1 * m[i] + (1.0 - b1) * g[i];
-        double vi = (double)b2 * v[i] + (1.0 - b2) * (double)g[i] * g[i];
-        m[i] = (float)mi;
-        v[i] = (float)vi;
-        double upd = (mi / bc1) / (sqrt(vi / bc2) + eps) + (double)wd * p[i];
-        p[i] = (float)(p[i] - lr * upd);
-    }
-}
-
-void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd) {
-    for (long i = 0; i < n; i++) {
-        double gi = g[i] + (double)wd * p[i];
-        double b = (double)momentum * mom[i] + gi;
-        mom[i] = (float)b;
-        p[i] = (float)(p[i] - lr * b);
-    }
 }

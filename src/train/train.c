@@ -1,17 +1,12 @@
-/* train/train.c: the training loop. Batch order comes only from (seed,
- * epoch); each step uploads a batch, runs forward, loss, backward and the
- * optimizer, and ends with a checked finish when it reads the loss back.
- * Progress: a live line on a terminal, plain lines otherwise.
- * Tested by tests/test_train.c (learns a subset of Fashion-MNIST). */
-#include "cltrain/train.h"
-#include "cltrain/checkpoint.h"
-#include "cltrain/dist.h"
-#include "cltrain/tboard.h"
-#include <signal.h>
-#include <stdatomic.h>
+/* train/train.c: ct_train (set-up or resume, the loop over steps, the
+ * summary), evaluation and the learning-rate schedule. Batch order comes only
+ * from (seed, epoch); the step is train/step.c, the batch train/feed.c, what
+ * follows a step train/hooks.c (see train/loop.h). Progress: a live line on a
+ * terminal, plain lines otherwise. Tested by tests/cli.sh, tests/checkpoint.sh,
+ * tests/mpi.sh and tests/test_schedule.c. */
+#include "loop.h"
 #include <math.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 void ct_train_defaults(ct_train_opts *o) {
@@ -19,25 +14,13 @@ void ct_train_defaults(ct_train_opts *o) {
     o->model = "mnist-cnn";
     o->epochs = 1;
     o->batch = 128;
-    o->optim = (ct_optim){.kind = CT_OPT_ADAM, .lr = 3e-4f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0, .momentum = 0.9f};
+    o->optim = (ct_optim){.kind = CT_OPT_ADAM, .lr = ct_optim_adam.default_lr, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0, .momentum = 0.9f};
     o->seed = 1;
     o->gemm = CT_GEMM_NATIVE;
     o->progress_every = 50;
     o->scale = 1.0f / 255.0f;
     o->shift = 0.0f;
     o->producers = -1;
-}
-
-typedef struct { const ct_dataset *ds; float scale, shift; } ds_ctx;
-
-static int ds_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *rng) {
-    const ds_ctx *c = ctx;
-    (void)rng;
-    size_t sz = (size_t)c->ds->h * c->ds->w * c->ds->c;
-    const uint8_t *src = c->ds->images + (size_t)index * sz;
-    for (size_t k = 0; k < sz; k++) dst[k] = (float)src[k] * c->scale + c->shift;
-    *label = c->ds->labels[index];
-    return 0;
 }
 
 static void gather(const ct_dataset *ds, const int *idx, int B, uint8_t *img, int32_t *lab) {
@@ -138,45 +121,6 @@ void ct_eval_print(const ct_eval_result *r, char **names, FILE *out, int confusi
 }
 
 
-/* The three ways a batch reaches the device. */
-enum { FEED_SYNC, FEED_PIPE, FEED_RESIDENT };
-
-typedef struct feeder {
-    int mode;
-    ct_source src;
-    ds_ctx ctx;
-    ct_pipeline pipe;
-    float *host_img;           /* sync: one batch */
-    int32_t *host_lab;
-    int *perm, perm_epoch;     /* sync and resident */
-    cl_mem dev_data, dev_lab, dev_idx; /* resident */
-    ct_slot *cur;              /* pipelined: the slot of the batch being computed */
-    cl_event computed[2];
-} feeder;
-
-static void upload_slot(ct_model *m, ct_slot *s, int j, cl_event *after) {
-    cl_command_queue q = m->cl->xfer;
-    size_t bytes = (size_t)s->B * m->in_h * m->in_w * m->in_c * sizeof(float);
-    cl_event ev[2];
-    CL_CHECK(clEnqueueWriteBuffer(q, m->inputs[j], CL_FALSE, 0, bytes, s->images, *after ? 1 : 0, *after ? after : NULL, &ev[0]));
-    CL_CHECK(clEnqueueWriteBuffer(q, m->labels2[j], CL_FALSE, 0, (size_t)s->B * 4, s->labels, 0, NULL, &ev[1]));
-    clReleaseEvent(ev[0]);
-    s->uploaded = ev[1]; /* in-order queue: the labels' write completes last */
-    CL_CHECK(clFlush(q));
-}
-
-/* " all-reduce X ms/step (Y% hidden)" over the interval since *since, or "" alone */
-static const char *ar_note(const ct_grad_sync *g, const ct_grad_sync *since, char *buf, size_t size) {
-    long steps = g->steps - since->steps;
-    double ar = g->ar_s - since->ar_s, hid = g->hidden_s - since->hidden_s;
-    if (steps <= 0) return "";
-    snprintf(buf, size, " all-reduce %.1f ms/step (%.0f%% hidden)", 1e3 * ar / steps, ar > 0 ? 100 * hid / ar : 0);
-    return buf;
-}
-
-static volatile sig_atomic_t g_signal;
-static void on_signal(int sig) { g_signal = sig; }
-
 double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total) {
     double lr = o->optim.lr;
     if (o->warmup > 0 && g < o->warmup) return lr * (double)(g + 1) / o->warmup;
@@ -186,500 +130,327 @@ double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total) {
     return lr;
 }
 
-static int save_checkpoint(const ct_train_opts *o, ct_model *m, int64_t next, int n, ct_ckpt *ck, int64_t *kept, int *n_kept) {
-    ct_ckpt st = {0};
+
+int ct_train_save(ct_loop *L, int64_t next) {
+    const ct_train_opts *o = &L->o;
+    ct_model *m = &L->m;
+    ct_ckpt st = {.cfg = m->cfg, .seed = o->seed, .next_batch = next, .batch = o->batch, .n_train = L->n,
+                  .opt_kind = o->optim.kind, .opt_step = m->step, .lr = o->optim.lr, .momentum = o->optim.momentum,
+                  .wd = o->optim.wd, .n_params = m->n_params, .params = L->buf.params, .n_state = L->opt.ops->n_state,
+                  .ranks = ct_world.size, .n_names = o->class_names ? m->n_classes : 0, .class_names = o->class_names,
+                  .data = {.split = o->data_split, .classes = L->train->n_classes}};
     snprintf(st.model_name, sizeof st.model_name, "%s", m->name);
-    snprintf(st.dataset, sizeof st.dataset, "%s", o->dataset ? o->dataset : "");
-    snprintf(st.data_dir, sizeof st.data_dir, "%s", o->data_dir ? o->data_dir : "");
-    st.cfg = m->cfg;
-    st.seed = o->seed;
-    st.next_batch = next;
-    st.batch = o->batch;
-    st.n_train = n;
-    st.opt_kind = o->optim.kind;
-    st.opt_step = m->step;
-    st.n_params = m->n_params;
-    st.params = ck->params;
-    st.mom1 = ck->mom1;
-    st.mom2 = ck->mom2;
-    st.ranks = ct_world.size;
-    st.n_names = o->class_names ? m->n_classes : 0;
-    st.class_names = o->class_names;
+    snprintf(st.data.kind, sizeof st.data.kind, "%s", o->dataset ? o->dataset : "");
+    snprintf(st.data.path, sizeof st.data.path, "%s", o->data_dir ? o->data_dir : "");
     ct_model_get_params(m, st.params);
-    ct_cl_read(m->cl, m->mom1, 0, m->n_params * 4, st.mom1);
-    ct_cl_read(m->cl, m->mom2, 0, m->n_params * 4, st.mom2);
+    for (int i = 0; i < st.n_state; i++) {
+        st.state[i] = L->buf.state[i];
+        ct_opt_get_state(&L->opt, i, st.state[i]);
+    }
     int rc = ct_ckpt_save(&st, o->checkpoint);
     if (!rc && o->keep > 0) {
         /* numbered copies FILE.<step>; the oldest beyond --keep go */
         char path[4200];
         snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)next);
         rc = ct_ckpt_save(&st, path);
-        if (*n_kept == o->keep) {
-            snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)kept[0]);
+        if (L->n_kept == o->keep) {
+            snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)L->kept[0]);
             unlink(path);
-            memmove(kept, kept + 1, sizeof *kept * (size_t)(o->keep - 1));
-            (*n_kept)--;
+            memmove(L->kept, L->kept + 1, sizeof *L->kept * (size_t)(o->keep - 1));
+            L->n_kept--;
         }
-        kept[(*n_kept)++] = next;
+        L->kept[L->n_kept++] = next;
     }
     return rc;
 }
 
-int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out) {
-    memset(res, 0, sizeof *res);
-    ct_train_opts oo = *opts, *o = &oo;
-    ct_ckpt ck = {0}, buf = {0};
-    int64_t g0 = 0, *kept = NULL;
-    int n_kept = 0;
-    struct sigaction sa_old[2];
-    int handlers = 0;
-    ct_tboard tb;
-    memset(&tb, 0, sizeof tb);
-    double opt_lr = o->optim.lr;
-    const int R = ct_world.size, dist = R > 1, writer = ct_world.rank == 0;
-    ct_grad_sync gs;
-    memset(&gs, 0, sizeof gs);
-    if (!writer) o->quiet = 1; /* rank 0 alone prints, logs and saves */
-    if (o->batch < 1 || o->batch > 4096) return ct_fail(CT_EINPUT, "--batch-size %d: expected 1..4096", o->batch);
+static int load_model(ct_loop *L, ct_model *m, const char *spec) {
+    const ct_dataset *t = L->train;
+    return L->o.fit_model ? ct_model_load_shaped(m, spec, t->h, t->w, t->c, t->n_classes) : ct_model_load(m, spec);
+}
+
+/* --resume: the checkpoint fixes the model and the data order */
+static int open_resumed(ct_loop *L) {
+    ct_train_opts *o = &L->o;
+    ct_ckpt *ck = &L->ck;
+    int rc;
+    if ((rc = ct_ckpt_load(ck, o->resume))) return rc;
+    if ((rc = ct_model_parse(&L->m, ck->cfg, ck->model_name))) return rc;
+    if (o->model_set) {
+        ct_model other;
+        rc = load_model(L, &other, o->model);
+        int same = !rc && !strcmp(other.cfg, ck->cfg);
+        ct_model_free(&other);
+        if (rc) return rc;
+        if (!same)
+            return ct_fail(CT_EINPUT, "%s: this checkpoint holds model %s, not %s; resume without --model or start afresh",
+                           o->resume, ck->model_name, o->model);
+    }
+    if (L->m.n_params != ck->n_params) return ct_fail(CT_EINPUT, "%s: parameter count does not match its model", o->resume);
+    if (ck->n_train > L->train->n)
+        return ct_fail(CT_EINPUT, "%s: trained on %d samples per epoch but this data set has %d", o->resume, ck->n_train, L->train->n);
+    if (ck->ranks != L->R)
+        return ct_fail(CT_EINPUT, "%s: trained with %d rank%s of batch %d; resume with the same rank count (mpirun -np %d), "
+                       "the data order depends on the global batch", o->resume, ck->ranks, ck->ranks == 1 ? "" : "s", ck->batch, ck->ranks);
+    o->seed = ck->seed;
+    o->batch = ck->batch;
+    o->limit_train = ck->n_train;
+    /* the optimizer goes on as it was; a flag given now overrides its setting */
+    o->optim.kind = ck->opt_kind;
+    if (!o->lr_set) o->optim.lr = ck->hp_saved ? ck->lr : ct_optimizers[ck->opt_kind]->default_lr;
+    if (ck->hp_saved && !o->momentum_set) o->optim.momentum = ck->momentum;
+    if (ck->hp_saved && !o->wd_set) o->optim.wd = ck->wd;
+    L->g0 = ck->next_batch;
+    return 0;
+}
+
+/* every rank starts from rank 0's state: the parameters, and on resume the optimizer's */
+static void broadcast_state(ct_loop *L) {
+    ct_model *m = &L->m;
+    float *p = ct_xmalloc(m->n_params * sizeof(float));
+    for (int k = 0; k <= (L->o.resume ? L->opt.ops->n_state : 0); k++) {
+        cl_mem b = k ? L->opt.state[k - 1] : m->params;
+        if (L->writer) ct_cl_read(&L->cl, b, 0, m->n_params * 4, p);
+        ct_dist_bcast(p, m->n_params * 4);
+        if (!L->writer) ct_cl_write(&L->cl, b, 0, m->n_params * 4, p);
+    }
+    free(p);
+}
+
+/* the device, the weights (initial or resumed), the optimizer, the log */
+static int setup(ct_loop *L) {
+    ct_train_opts *o = &L->o;
+    ct_model *m = &L->m;
+    const ct_dataset *t = L->train;
+    int rc = ct_model_check_input(m, t->h, t->w, t->c, t->n_classes, "the training set");
+    if (!rc) rc = ct_cl_open_rank(&L->cl, o->device, ct_world.rank, ct_world.local_rank);
+    if (!rc) rc = ct_model_setup(m, &L->cl, o->batch, o->gemm);
+    if (rc) return rc;
+    ct_model_init_weights(m, o->seed);
+    m->label_smoothing = o->label_smoothing;
+    if ((rc = ct_opt_setup(&L->opt, m, &o->optim))) return rc;
+    if (o->resume) {
+        ct_model_set_params(m, L->ck.params);
+        CT_ASSERT(L->ck.n_state == L->opt.ops->n_state); /* ct_ckpt_load checked it */
+        for (int i = 0; i < L->ck.n_state; i++) ct_opt_set_state(&L->opt, i, L->ck.state[i]);
+        m->step = L->ck.opt_step;
+    }
+    if (L->dist) {
+        broadcast_state(L);
+        ct_grad_sync_init(&L->gs, m, o->bucket_bytes ? o->bucket_bytes : (size_t)1 << 20);
+    }
+    if (o->checkpoint) {
+        L->buf.params = ct_xmalloc(m->n_params * 4);
+        for (int i = 0; i < L->opt.ops->n_state; i++) L->buf.state[i] = ct_xmalloc(m->n_params * 4);
+        L->kept = ct_xcalloc((size_t)(o->keep > 0 ? o->keep : 1), sizeof *L->kept);
+    }
+    if (o->logdir && L->writer && (rc = ct_tboard_open(&L->tb, o->logdir))) return rc;
+    return 0;
+}
+
+/* steps per epoch, the last step, the feed */
+static int plan(ct_loop *L) {
+    const ct_train_opts *o = &L->o;
+    L->n = o->limit_train > 0 && o->limit_train < L->train->n ? o->limit_train : L->train->n;
+    L->GB = (int64_t)o->batch * L->R; /* the global batch: R slices of o->batch */
+    L->spe = (long)((L->n + L->GB - 1) / L->GB);
+    L->total = (int64_t)L->spe * o->epochs;
+    if (o->max_steps && o->max_steps < L->total) L->total = o->max_steps;
+    if (L->g0 >= L->total)
+        return ct_fail(CT_EINPUT, "%s: already trained %lld steps (%lld epochs); ask for more --epochs to go on", o->resume,
+                       (long long)L->g0, (long long)(L->g0 / L->spe));
+    if (L->g0 && !o->quiet)
+        fprintf(L->out, "resuming %s at step %lld (epoch %lld)\n", o->resume, (long long)L->g0, (long long)(L->g0 / L->spe) + 1);
+    L->pred = ct_xmalloc(sizeof(int32_t) * o->batch);
+    return ct_feed_open(&L->f, o, L->train, L->n, L->spe, L->total, &L->m, &L->cl);
+}
+
+static void print_start(ct_loop *L) {
+    const ct_train_opts *o = &L->o;
+    if (!o->quiet) {
+        fprintf(L->out, "device %d:%d %s (%s)\n", L->cl.plat_index, L->cl.dev_index, L->cl.device_name, L->cl.platform_name);
+        ct_model_summary(&L->m, L->out);
+        fprintf(L->out, "training on %d images, batch %lld, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
+                L->n, (long long)L->GB, L->spe, L->opt.ops->name, o->optim.lr, L->res->startup_s, L->cl.cache_misses,
+                L->cl.cache_hits);
+    }
+    if (!L->dist) return;
+    char mine[320], *all = L->writer ? ct_xcalloc((size_t)L->R, sizeof mine) : NULL;
+    snprintf(mine, sizeof mine, "%.63s, device %d:%d %.200s", ct_world.host, L->cl.plat_index, L->cl.dev_index, L->cl.device_name);
+    ct_dist_gather_str(mine, all, (int)sizeof mine);
+    if (!o->quiet) {
+        fprintf(L->out, "data-parallel: %d ranks x batch %d = global batch %lld; %.2f MB of gradients per step in %d all-reduce bucket%s\n",
+                L->R, o->batch, (long long)L->GB, L->gs.bytes / 1e6, L->gs.n_buckets, L->gs.n_buckets == 1 ? "" : "s");
+        for (int r = 0; r < L->R; r++) fprintf(L->out, "  rank %d: %s\n", r, all + (size_t)r * sizeof mine);
+    }
+    free(all);
+}
+
+/* NaN guard: the optimizer did not apply this step (ct_opt_step). 0: the step
+ * was good; 1: skipped (--on-nan skip); else the error that stops training. */
+static int nan_check(ct_loop *L, const ct_step_info *si) {
+    ct_model *m = &L->m;
+    const ct_train_opts *o = &L->o;
+    if (!m->nonfinite && isfinite(si->loss)) return 0;
+    m->step--;
+    int layer = ct_model_first_nonfinite_layer(m);
+    char where[96];
+    if (layer >= 0) snprintf(where, sizeof where, "the gradient of layer %d (%s, .cfg line %d)", layer,
+                             ct_layer_names[m->layers[layer].type], m->layers[layer].line);
+    else snprintf(where, sizeof where, "the loss");
+    if (o->on_nan_skip) {
+        if (L->writer) fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n",
+                               L->tty ? "\n" : "", (long long)si->g + 1, where);
+        L->res->skipped++;
+        return 1;
+    }
+    return ct_fail(CT_ENAN, "step %lld (epoch %d): %s is NaN or infinite; training stopped before applying it%s%s; try a lower --lr (now %g)",
+                   (long long)si->g + 1, si->epoch + 1, where, o->checkpoint ? ", the last checkpoint is untouched: " : "",
+                   o->checkpoint ? o->checkpoint : "", o->optim.lr);
+}
+
+/* the steps g0..total-1; *g_end: the steps done */
+static int run_steps(ct_loop *L, int64_t *g_end) {
+    ct_train_result *res = L->res;
+    int rc = 0;
+    L->t_iv = L->iv_t0 = ct_now();
+    L->iv_ar = L->gs;
+    int64_t g;
+    for (g = L->g0; g < L->total; g++) {
+        ct_step_info si = {.g = g, .k = g - L->g0, .epoch = (int)(g / L->spe), .s = (long)(g % L->spe)};
+        if ((rc = ct_train_step(L, &si))) break;
+        if ((rc = nan_check(L, &si))) {
+            if (rc == 1) { rc = 0; continue; }
+            break;
+        }
+        L->iv_loss += si.loss;
+        L->iv_n += si.Bg;
+        L->iv_wait += si.wait;
+        L->iv_correct += si.correct;
+        res->last_loss = L->iv_loss / L->iv_n;
+        res->last_acc = (double)L->iv_correct / L->iv_n;
+        si.last = si.s == L->spe - 1 || g == L->total - 1;
+        for (int h = 0; ct_train_hooks[h] && !rc; h++) rc = ct_train_hooks[h](L, &si);
+        if (rc) {
+            if (si.stop && rc == CT_EINTR) g++; /* the step stopped after is done */
+            break;
+        }
+    }
+    *g_end = g;
+    return rc;
+}
+
+/* the run's figures into res, and the closing lines */
+static void summarise(ct_loop *L, int64_t g, int rc) {
+    ct_train_result *res = L->res;
+    const ct_feed *f = &L->f;
+    FILE *out = L->out;
+    res->steps = g;
+    res->producers = f->mode == CT_FEED_PIPE ? f->producers : 0;
+    if (f->mode == CT_FEED_PIPE && f->pipe.slots) {
+        ct_pipeline_stats st;
+        ct_pipeline_stats_get((ct_pipeline *)&f->pipe, &st);
+        if (st.producer_rate > 0) res->producer_rate = st.producer_rate;
+    }
+    if (f->mode == CT_FEED_SYNC && res->total_s > 0) res->producer_rate = L->images / (res->wait_s > 1e-9 ? res->wait_s : 1e-9);
+    if (L->dist) {
+        res->buckets = L->gs.n_buckets;
+        if (L->gs.steps) {
+            res->allreduce_ms = 1e3 * L->gs.ar_s / L->gs.steps;
+            res->hidden_frac = L->gs.ar_s > 0 ? L->gs.hidden_s / L->gs.ar_s : 0;
+            res->exposed_ms = 1e3 * L->gs.exposed_s / L->gs.steps;
+            res->window_ms = 1e3 * L->gs.window_s / L->gs.steps;
+        }
+    }
+    res->images_per_s = res->total_s > 0 ? L->images / res->total_s : 0;
+    if (L->t_compute > 0) res->compute_rate = L->images / L->t_compute;
+    double bound = res->compute_rate;
+    if (f->mode != CT_FEED_RESIDENT && res->producer_rate > 0 && res->producer_rate < bound) bound = res->producer_rate;
+    res->efficiency = bound > 0 ? res->images_per_s / bound : 0;
+    if (L->dist)
+        CT_DEBUG(1, "rank %d: %.1f ms per step waiting for the other ranks at step ends, %.1f ms in gradient all-reduce", ct_world.rank,
+                 1e3 * L->sync_wait / (g - L->g0 > 0 ? g - L->g0 : 1), L->gs.steps ? 1e3 * L->gs.ar_s / L->gs.steps : 0.0);
+    if (L->o.quiet || rc) return;
+    fprintf(out, "trained %lld steps, %.0f images/s (%.1f GFLOP/s achieved), data-wait %.1f%%\n", (long long)g,
+            res->images_per_s, res->images_per_s * 3 * L->m.flops_fwd * 1e-9, 100 * res->wait_s / (res->total_s > 0 ? res->total_s : 1));
+    const char *mode = f->mode == CT_FEED_RESIDENT ? "resident" : f->mode == CT_FEED_SYNC ? "synchronous" : "pipelined";
+    fprintf(out, "input: %s", mode);
+    if (f->mode == CT_FEED_PIPE)
+        fprintf(out, ", %d producer%s%s", f->producers, f->producers == 1 ? "" : "s", f->auto_producers ? " (auto)" : "");
+    if (f->mode != CT_FEED_RESIDENT) fprintf(out, "; producer %.0f images/s", res->producer_rate);
+    fprintf(out, ", compute %.0f images/s, achieved %.0f images/s, pipeline efficiency %.2f\n", res->compute_rate,
+            res->images_per_s, res->efficiency);
+}
+
+/* data-parallel: the ranks must hold the same parameters at the end */
+static int check_ranks(ct_loop *L) {
+    ct_dist_average_running_stats(&L->m);
+    if (!ct_dist_params_agree(&L->m))
+        return ct_fail(CT_EDEVICE, "the ranks' parameters differ after training (the all-reduce gave ranks different sums)");
+    if (!L->o.quiet)
+        fprintf(L->out, "all-reduce: %.2f ms per step, %.0f%% of it hidden behind backward, %.2f ms exposed; parameters identical on all %d ranks\n",
+                L->res->allreduce_ms, 100 * L->res->hidden_frac, L->res->exposed_ms, L->R);
+    return 0;
+}
+
+static int check_opts(const ct_train_opts *o) {
+    if (o->batch < 1 || o->batch > CT_BATCH_MAX) return ct_fail(CT_EINPUT, "--batch-size %d: expected 1..%d", o->batch, CT_BATCH_MAX);
     if (o->epochs < 1) return ct_fail(CT_EINPUT, "--epochs %d: expected at least 1", o->epochs);
     if (!(o->label_smoothing >= 0 && o->label_smoothing < 1))
         return ct_fail(CT_EINPUT, "--label-smoothing %g: expected a number in [0, 1), e.g. 0.1", o->label_smoothing);
+    if (o->optim.kind < 0 || o->optim.kind >= CT_OPT_COUNT) return ct_fail(CT_EINPUT, "optimizer kind %d: unknown", o->optim.kind);
+    return 0;
+}
+
+static void release(ct_loop *L) {
+    ct_tboard_close(&L->tb);
+    ct_ckpt_free(&L->ck);
+    ct_ckpt_free(&L->buf);
+    free(L->kept);
+    ct_feed_close(&L->f);
+    free(L->pred);
+    ct_grad_sync_free(&L->gs);
+    ct_opt_free(&L->opt);
+    ct_model_free(&L->m);
+    if (L->cl.ctx) ct_cl_close(&L->cl);
+}
+
+int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out) {
+    memset(res, 0, sizeof *res);
+    int rc = check_opts(opts);
+    if (rc) return rc;
+    ct_loop *L = ct_xcalloc(1, sizeof *L);
+    L->o = *opts;
+    L->train = train;
+    L->test = test;
+    L->res = res;
+    L->out = out;
+    L->R = ct_world.size;
+    L->dist = L->R > 1;
+    L->writer = ct_world.rank == 0;
+    if (!L->writer) L->o.quiet = 1; /* rank 0 alone prints, logs and saves */
     double t_start = ct_now();
-    ct_model m;
-    ct_cl cl;
-    memset(&cl, 0, sizeof cl);
-    feeder f;
-    memset(&f, 0, sizeof f);
-    int32_t *pred = NULL;
-    int rc;
-    memset(&m, 0, sizeof m);
-    if (o->resume) {
-        /* the checkpoint fixes the model and the data order */
-        if ((rc = ct_ckpt_load(&ck, o->resume))) goto done;
-        if ((rc = ct_model_parse(&m, ck.cfg, ck.model_name))) goto done;
-        if (o->model_set) {
-            ct_model other;
-            rc = o->fit_model ? ct_model_load_shaped(&other, o->model, train->h, train->w, train->c, train->n_classes)
-                              : ct_model_load(&other, o->model);
-            int same = !rc && !strcmp(other.cfg, ck.cfg);
-            ct_model_free(&other);
-            if (rc) goto done;
-            if (!same) {
-                rc = ct_fail(CT_EINPUT, "%s: this checkpoint holds model %s, not %s; resume without --model or start afresh",
-                             o->resume, ck.model_name, o->model);
-                goto done;
-            }
-        }
-        if (m.n_params != ck.n_params) { rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", o->resume); goto done; }
-        if (ck.n_train > train->n) {
-            rc = ct_fail(CT_EINPUT, "%s: trained on %d samples per epoch but this data set has %d", o->resume, ck.n_train, train->n);
-            goto done;
-        }
-        if (ck.ranks != R) {
-            rc = ct_fail(CT_EINPUT, "%s: trained with %d rank%s of batch %d; resume with the same rank count (mpirun -np %d), "
-                         "the data order depends on the global batch", o->resume, ck.ranks, ck.ranks == 1 ? "" : "s", ck.batch, ck.ranks);
-            goto done;
-        }
-        o->seed = ck.seed;
-        o->batch = ck.batch;
-        o->limit_train = ck.n_train;
-        o->optim.kind = ck.opt_kind;
-        g0 = ck.next_batch;
-    } else if ((rc = o->fit_model ? ct_model_load_shaped(&m, o->model, train->h, train->w, train->c, train->n_classes)
-                                  : ct_model_load(&m, o->model))) {
-        goto done;
-    }
-    rc = ct_model_check_input(&m, train->h, train->w, train->c, train->n_classes, "the training set");
-    if (!rc) rc = ct_cl_open_rank(&cl, o->device, ct_world.rank, ct_world.local_rank);
-    if (!rc) rc = ct_model_setup(&m, &cl, o->batch, o->gemm);
-    if (rc) goto done;
-    ct_model_init_weights(&m, o->seed);
-    m.label_smoothing = o->label_smoothing;
-    if (o->resume) {
-        ct_model_set_params(&m, ck.params);
-        ct_cl_write(&cl, m.mom1, 0, m.n_params * 4, ck.mom1);
-        ct_cl_write(&cl, m.mom2, 0, m.n_params * 4, ck.mom2);
-        m.step = ck.opt_step;
-    }
-    if (dist) {
-        /* every rank starts from rank 0's state */
-        float *p = ct_xmalloc(m.n_params * sizeof(float));
-        cl_mem bufs[3] = {m.params, m.mom1, m.mom2};
-        for (int k = 0; k < (o->resume ? 3 : 1); k++) {
-            if (writer) ct_cl_read(&cl, bufs[k], 0, m.n_params * 4, p);
-            ct_dist_bcast(p, m.n_params * 4);
-            if (!writer) ct_cl_write(&cl, bufs[k], 0, m.n_params * 4, p);
-        }
-        free(p);
-        ct_grad_sync_init(&gs, &m, o->bucket_bytes ? o->bucket_bytes : (size_t)1 << 20);
-    }
-    if (o->checkpoint) {
-        buf.params = ct_xmalloc(m.n_params * 4);
-        buf.mom1 = ct_xmalloc(m.n_params * 4);
-        buf.mom2 = ct_xmalloc(m.n_params * 4);
-        kept = ct_xcalloc((size_t)(o->keep > 0 ? o->keep : 1), sizeof *kept);
-    }
-    if (o->logdir && writer && (rc = ct_tboard_open(&tb, o->logdir))) goto done;
-    /* Ctrl-C / SIGTERM: finish the step, save, stop; a second one kills at once */
-    g_signal = 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
-    sigaction(SIGINT, &sa, &sa_old[0]);
-    sigaction(SIGTERM, &sa, &sa_old[1]);
-    handlers = 1;
-    int n = o->limit_train > 0 && o->limit_train < train->n ? o->limit_train : train->n;
-    const int64_t GB = (int64_t)o->batch * R; /* the global batch: R slices of o->batch */
-    long spe = (long)((n + GB - 1) / GB);
-    int64_t total = (int64_t)spe * o->epochs;
-    if (o->max_steps && o->max_steps < total) total = o->max_steps;
-    if (g0 >= total) {
-        rc = ct_fail(CT_EINPUT, "%s: already trained %lld steps (%lld epochs); ask for more --epochs to go on", o->resume,
-                     (long long)g0, (long long)(g0 / spe));
-        goto done;
-    }
-    if (g0 && !o->quiet) fprintf(out, "resuming %s at step %lld (epoch %lld)\n", o->resume, (long long)g0, (long long)(g0 / spe) + 1);
-    size_t sz = (size_t)train->h * train->w * train->c;
-    f.ctx = (ds_ctx){train, o->scale, o->shift};
-    f.src = (ct_source){.n = train->n, .h = train->h, .w = train->w, .c = train->c, .n_classes = train->n_classes,
-                        .ctx = &f.ctx, .load = ds_load, .io_latency_us = o->io_latency_us};
-    if (o->train_src) {
-        f.src = *o->train_src;
-        f.src.io_latency_us = o->io_latency_us;
-    }
-    f.host_img = ct_xmalloc(sz * o->batch * sizeof(float));
-    f.host_lab = ct_xmalloc(sizeof(int32_t) * o->batch);
-    f.perm = ct_xmalloc(sizeof(int) * (size_t)n);
-    f.perm_epoch = -1;
-    pred = ct_xmalloc(sizeof(int32_t) * o->batch);
-    int producers = o->producers;
-    f.mode = o->resident ? FEED_RESIDENT : producers == 0 ? FEED_SYNC : FEED_PIPE;
-    if (f.mode == FEED_RESIDENT) {
-        if (o->io_latency_us) { rc = ct_fail(CT_EINPUT, "--resident reads no storage: --io-latency-us does not apply"); goto done; }
-        if (o->train_src) { rc = ct_fail(CT_EINPUT, "--resident gathers raw bytes on the device: it cannot augment; use producers"); goto done; }
-        if ((rc = ct_cl_alloc(&cl, &f.dev_data, sz * (size_t)n, "resident data set (try without --resident)"))) goto done;
-        if ((rc = ct_cl_alloc(&cl, &f.dev_lab, (size_t)n, "resident labels"))) goto done;
-        if ((rc = ct_cl_alloc(&cl, &f.dev_idx, sizeof(int) * o->batch + 4, "batch indices"))) goto done;
-        ct_cl_write(&cl, f.dev_data, 0, sz * (size_t)n, train->images);
-        ct_cl_write(&cl, f.dev_lab, 0, (size_t)n, train->labels);
-    }
-    res->startup_s = ct_now() - t_start;
-    if (!o->quiet) {
-        fprintf(out, "device %d:%d %s (%s)\n", cl.plat_index, cl.dev_index, cl.device_name, cl.platform_name);
-        ct_model_summary(&m, out);
-        fprintf(out, "training on %d images, batch %lld, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
-                n, (long long)GB, spe, o->optim.kind == CT_OPT_ADAM ? "adam" : "sgd", o->optim.lr, res->startup_s,
-                cl.cache_misses, cl.cache_hits);
-    }
-    if (dist) {
-        char mine[320], *all = writer ? ct_xcalloc((size_t)R, sizeof mine) : NULL;
-        snprintf(mine, sizeof mine, "%.63s, device %d:%d %.200s", ct_world.host, cl.plat_index, cl.dev_index, cl.device_name);
-        ct_dist_gather_str(mine, all, (int)sizeof mine);
-        if (!o->quiet) {
-            fprintf(out, "data-parallel: %d ranks x batch %d = global batch %lld; %.2f MB of gradients per step in %d all-reduce bucket%s\n",
-                    R, o->batch, (long long)GB, gs.bytes / 1e6, gs.n_buckets, gs.n_buckets == 1 ? "" : "s");
-            for (int r = 0; r < R; r++) fprintf(out, "  rank %d: %s\n", r, all + (size_t)r * sizeof mine);
-        }
-        free(all);
-    }
-    int tty = isatty(fileno(out)) && !o->quiet && !ct_world.mpi; /* mpirun hands ranks a pty even when its own output is a file */
-    double t_compute = 0;      /* step time minus data wait */
-    long images = 0;
-    int64_t g = 0;
-    double iv_loss = 0, t_iv = ct_now(), iv_wait = 0, iv_t0 = ct_now();
-    long iv_correct = 0, iv_n = 0;
-    ct_grad_sync iv_ar = gs; /* all-reduce totals at the interval's start */
-    double sync_wait = 0;      /* data-parallel: time waiting for the other ranks at the end of steps */
-    char arbuf[64];
-    int j = 0;
-    for (g = g0; g < total; g++) {
-        int64_t k = g - g0;
-        int epoch = (int)(g / spe);
-        long s = g % spe;
-        double t0 = ct_now(), wait = 0;
-        int B;
-        int64_t first = 0; /* resident: this rank's first sample in the epoch's order */
-        /* 1. this step's batch into input buffer j */
-        int warmup = f.mode == FEED_PIPE && o->producers < 0 && k < 2;
-        if (f.mode == FEED_PIPE && producers < 0 && k == 2) {
-            /* --producers auto: batches 0 and 1 ran synchronously; batch 1 timed both sides */
-            double fill_rate = res->producer_rate, comp_rate = res->compute_rate;
-            producers = (int)ceil(1.25 * comp_rate / (fill_rate > 0 ? fill_rate : 1));
-            if (producers < 1) producers = 1;
-            if (producers > 16) producers = 16;
-        }
-        if (f.mode == FEED_SYNC || warmup) {
-            if (f.perm_epoch != epoch) { ct_epoch_order(f.perm, n, o->seed, epoch); f.perm_epoch = epoch; }
-            rc = ct_batch_fill_part(&f.src, o->seed, n, o->batch, ct_world.rank, R, g, f.perm, f.host_img, f.host_lab, &B);
-            if (rc) break;
-            double tf = ct_now() - t0;
-            ct_cl_write(&cl, m.input, 0, (size_t)B * sz * sizeof(float), f.host_img);
-            ct_cl_write(&cl, m.labels, 0, (size_t)B * 4, f.host_lab);
-            wait = ct_now() - t0;
-            if (k == 1) res->producer_rate = B / (tf > 1e-9 ? tf : 1e-9);
-        } else if (f.mode == FEED_RESIDENT) {
-            if (f.perm_epoch != epoch) { ct_epoch_order(f.perm, n, o->seed, epoch); f.perm_epoch = epoch; }
-            B = ct_batch_part(n, o->batch, ct_world.rank, R, g, &first);
-            if (B) {
-                CL_CHECK(clEnqueueWriteBuffer(cl.queue, f.dev_idx, CL_FALSE, 0, sizeof(int) * B, f.perm + first, 0, NULL, NULL));
-                ct_model_gather(&m, f.dev_data, f.dev_lab, f.dev_idx, B, o->scale, o->shift);
-            }
-        } else {
-            if (!f.cur) {
-                /* start the producers from batch g (with auto, batches 0 and 1 were made here, and timed) */
-                ct_pipeline_opts po = {.producers = producers, .prefetch = o->prefetch ? o->prefetch : (2 * producers > 4 ? 2 * producers : 4),
-                                       .batch = o->batch, .seed = o->seed, .n = n, .first_batch = g, .total_batches = total,
-                                       .part = ct_world.rank, .parts = R};
-                if ((rc = ct_pipeline_start(&f.pipe, &f.src, &po, &cl))) break;
-                rc = ct_pipeline_next(&f.pipe, &f.cur);
-                if (rc) { if (rc > 0) rc = ct_fail(CT_EIO, "the input pipeline ended early"); break; }
-                upload_slot(&m, f.cur, j, &f.computed[j]);
-                wait = ct_now() - t0;
-            }
-            B = f.cur->B;
-            ct_model_select_input(&m, j);
-            CL_CHECK(clEnqueueBarrierWithWaitList(cl.queue, 1, &f.cur->uploaded, NULL));
-        }
-        /* 2. the step */
-        double tc0 = ct_now();
-        ct_model_zero_grad(&m);
-        /* data-parallel: the loss is the global batch's mean, so summed gradients are its gradient */
-        m.loss_batch = dist ? ct_batch_part(n, (int)GB, 0, 1, g, NULL) : 0;
-        if (B) {
-            ct_model_forward(&m, B);
-            ct_model_loss(&m, B);
-        }
-        /* data-parallel: each bucket's all-reduce starts as soon as backward has produced it */
-        ct_model_backward(&m, B, dist ? ct_grad_sync_on_layer : NULL, &gs);
-        if (dist) ct_grad_sync_finish(&gs);
-        ct_optim opt = o->optim;
-        opt.lr = (float)ct_schedule_lr(o, g, total);
-        opt_lr = opt.lr;
-        ct_model_step(&m, &opt);
-        ct_slot *next = NULL;
-        if (f.cur) {
-            if (f.computed[j]) clReleaseEvent(f.computed[j]);
-            CL_CHECK(clEnqueueMarkerWithWaitList(cl.queue, 0, NULL, &f.computed[j]));
-            CL_CHECK(clFlush(cl.queue));
-            /* 3. while the device computes, take the next batch and start its upload into the other buffer */
-            if (g + 1 < total) {
-                /* Poll for the next batch; data-wait is only the time after the device
-                 * finished this step (waiting while it computes costs nothing). */
-                double done_at = 0;
-                for (;;) {
-                    rc = ct_pipeline_try_next(&f.pipe, &next);
-                    if (rc != CT_RING_AGAIN) break;
-                    if (!done_at) {
-                        cl_int st;
-                        CL_CHECK(clGetEventInfo(f.computed[j], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
-                        if (st == CL_COMPLETE) done_at = ct_now();
-                    }
-                    if (done_at) { rc = ct_pipeline_next(&f.pipe, &next); break; } /* device idle: block */
-                    struct timespec ts = {0, 50000};
-                    nanosleep(&ts, NULL);
-                }
-                if (done_at) wait += ct_now() - done_at;
-                if (rc) { if (rc > 0) rc = ct_fail(CT_EIO, "the input pipeline ended early"); break; }
-                upload_slot(&m, next, 1 - j, &f.computed[1 - j]);
-            }
-        }
-        double loss = ct_model_read_results(&m, B, pred);
-        const int32_t *lab = f.host_lab;
-        int stop = g_signal != 0;
-        if (f.cur) {
-            memcpy(f.host_lab, f.cur->labels, sizeof(int32_t) * B);
-            ct_pipeline_release(&f.pipe, f.cur);
-            f.cur = next;
-            j = 1 - j;
-        } else if (f.mode == FEED_RESIDENT) {
-            for (int i = 0; i < B; i++) f.host_lab[i] = train->labels[f.perm[first + i]];
-        }
-        int correct = 0, Bg = B;
-        for (int i = 0; i < B; i++) correct += pred[i] == lab[i];
-        if (dist) {
-            /* one small all-reduce per step: global loss and accuracy, and agreement on stopping */
-            double v[5] = {loss, correct, B, stop, m.nonfinite};
-            double tw = ct_now();
-            ct_dist_sum(v, 5);
-            sync_wait += ct_now() - tw;
-            loss = v[0];
-            correct = (int)v[1];
-            Bg = (int)v[2];
-            stop = v[3] > 0;
-            m.nonfinite = v[4] > 0;
-        }
-        if (dist && k == 0 && total - g0 > 1) {
-            /* all-reduce figures from the second step on: the first one also builds and warms up */
-            gs.steps = 0;
-            gs.ar_s = gs.hidden_s = gs.exposed_s = gs.window_s = 0;
-            iv_ar = gs;
-        }
-        double t1 = ct_now();
-        if (k == 1) res->compute_rate = Bg / (t1 - tc0 > 1e-9 ? t1 - tc0 : 1e-9);
-        /* steady state: leave out the pipeline fill (first step, and auto's two timed steps) */
-        if (k > (f.mode == FEED_PIPE && o->producers < 0 ? 2 : 0) || total - g0 == 1) {
-            res->wait_s += wait;
-            res->total_s += t1 - t0;
-            t_compute += t1 - t0 - wait;
-            images += Bg; /* the whole job's images: all ranks' */
-        }
-        if (m.nonfinite || !isfinite(loss)) {
-            /* NaN guard: the optimizer did not apply this step (see ct_model_step) */
-            m.step--;
-            int layer = ct_model_first_nonfinite_layer(&m);
-            char where[96];
-            if (layer >= 0) snprintf(where, sizeof where, "the gradient of layer %d (%s, .cfg line %d)", layer,
-                                     ct_layer_names[m.layers[layer].type], m.layers[layer].line);
-            else snprintf(where, sizeof where, "the loss");
-            if (o->on_nan_skip) {
-                if (writer) fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n", tty ? "\n" : "",
-                        (long long)g + 1, where);
-                res->skipped++;
-                continue;
-            }
-            rc = ct_fail(CT_ENAN, "step %lld (epoch %d): %s is NaN or infinite; training stopped before applying it%s%s; try a lower --lr (now %g)",
-                         (long long)g + 1, epoch + 1, where, o->checkpoint ? ", the last checkpoint is untouched: " : "",
-                         o->checkpoint ? o->checkpoint : "", o->optim.lr);
-            break;
-        }
-        iv_loss += loss;
-        iv_n += Bg;
-        iv_wait += wait;
-        iv_correct += correct;
-        res->last_loss = iv_loss / iv_n;
-        res->last_acc = (double)iv_correct / iv_n;
-        int last = s == spe - 1 || g == total - 1;
-        if (tb.events && ((g + 1) % o->progress_every == 0 || last)) {
-            double el = ct_now() - iv_t0;
-            ct_tboard_scalar(&tb, "train/loss", g + 1, res->last_loss);
-            ct_tboard_scalar(&tb, "train/accuracy", g + 1, res->last_acc);
-            ct_tboard_scalar(&tb, "lr", g + 1, opt_lr);
-            ct_tboard_scalar(&tb, "images_per_s", g + 1, iv_n / (ct_now() - t_iv));
-            ct_tboard_scalar(&tb, "data_wait", g + 1, el > 0 ? iv_wait / el : 0);
-            ct_tboard_flush(&tb);
-        }
-        if (!o->quiet && (tty || (g + 1) % o->progress_every == 0 || last)) {
-            double el = ct_now() - iv_t0, ips = iv_n / (ct_now() - t_iv);
-            if (tty) {
-                int w = 24, fill = (int)(w * (s + 1) / spe);
-                fprintf(out, "\repoch %d/%d [%.*s%*s] %ld/%ld loss %.4f acc %5.1f%% %6.0f img/s data-wait %4.1f%%%s ", epoch + 1,
-                        o->epochs, fill, "========================", w - fill, "", s + 1, spe, res->last_loss,
-                        100 * res->last_acc, ips, 100 * iv_wait / el, ar_note(&gs, &iv_ar, arbuf, sizeof arbuf));
-                if (last) fputc('\n', out);
-                fflush(out);
-            } else {
-                fprintf(out, "epoch %d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s data-wait %.1f%%%s\n", epoch + 1, s + 1, spe,
-                        res->last_loss, 100 * res->last_acc, ips, 100 * iv_wait / el, ar_note(&gs, &iv_ar, arbuf, sizeof arbuf));
-            }
-            if (!tty || last) { iv_loss = 0; iv_correct = 0; iv_n = 0; iv_wait = 0; t_iv = iv_t0 = ct_now(); iv_ar = gs; }
-        }
-        int eval_now = test && ((o->eval_every > 0 && (g + 1) % o->eval_every == 0 && !last) || (last && s == spe - 1) ||
-                                (last && g == total - 1));
-        if (eval_now) {
-            double te = ct_now();
-            ct_dist_average_running_stats(&m);
-            ct_eval_result ev;
-            if ((rc = ct_evaluate(&m, test, o->eval_src, o->limit_test, o->scale, o->shift, &ev))) break;
-            res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
-            if (tb.events) {
-                ct_tboard_scalar(&tb, "test/accuracy", g + 1, res->test_acc);
-                ct_tboard_scalar(&tb, "test/loss", g + 1, ev.loss / (ev.n ? ev.n : 1));
-                ct_tboard_flush(&tb);
-            }
-            if (!o->quiet) {
-                if (last) { fprintf(out, "epoch %d: ", epoch + 1); ct_eval_print(&ev, test->class_names, out, 0); }
-                else fprintf(out, "step %lld: test accuracy %.2f%%\n", (long long)g + 1, 100 * res->test_acc);
-            }
-            ct_eval_free(&ev);
-            t_iv += ct_now() - te;
-            iv_t0 += ct_now() - te;
-        }
-        if (o->checkpoint && (stop || s == spe - 1 || g == total - 1 || (o->checkpoint_every > 0 && (g + 1) % o->checkpoint_every == 0))) {
-            double tk = ct_now();
-            ct_dist_average_running_stats(&m);
-            if (writer && (rc = save_checkpoint(o, &m, g + 1, n, &buf, kept, &n_kept))) break;
-            t_iv += ct_now() - tk;
-            iv_t0 += ct_now() - tk;
-        }
-        if (stop) {
-            g++;
-            res->signal = g_signal ? g_signal : SIGTERM; /* another rank got it */
-            rc = ct_fail(CT_EINTR, "stopped by %s after step %lld%s%s", g_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)g,
-                         o->checkpoint ? "; saved " : "", o->checkpoint ? o->checkpoint : "");
-            break;
+    rc = L->o.resume ? open_resumed(L) : load_model(L, &L->m, L->o.model);
+    if (!rc) rc = setup(L);
+    int handlers = !rc;
+    if (handlers) ct_signals_install();
+    if (!rc) rc = plan(L);
+    if (!rc) {
+        res->startup_s = ct_now() - t_start;
+        print_start(L);
+        L->tty = isatty(fileno(out)) && !L->o.quiet && !ct_world.mpi; /* mpirun hands ranks a pty even when its own output is a file */
+        int64_t g = 0;
+        rc = run_steps(L, &g);
+        summarise(L, g, rc);
+        if (!rc && L->dist) rc = check_ranks(L);
+        if (!rc && L->o.keep_params) {
+            res->n_params = L->m.n_params;
+            res->params = ct_xmalloc(L->m.n_params * sizeof(float));
+            ct_model_get_params(&L->m, res->params);
         }
     }
-    res->steps = g;
-    res->producers = f.mode == FEED_PIPE ? producers : 0;
-    if (f.mode == FEED_PIPE && f.pipe.slots) {
-        ct_pipeline_stats st;
-        ct_pipeline_stats_get(&f.pipe, &st);
-        if (st.producer_rate > 0) res->producer_rate = st.producer_rate;
-    }
-    if (f.mode == FEED_SYNC && res->total_s > 0) res->producer_rate = images / (res->wait_s > 1e-9 ? res->wait_s : 1e-9);
-    if (dist) {
-        res->buckets = gs.n_buckets;
-        if (gs.steps) {
-            res->allreduce_ms = 1e3 * gs.ar_s / gs.steps;
-            res->hidden_frac = gs.ar_s > 0 ? gs.hidden_s / gs.ar_s : 0;
-            res->exposed_ms = 1e3 * gs.exposed_s / gs.steps;
-            res->window_ms = 1e3 * gs.window_s / gs.steps;
-        }
-    }
-    res->images_per_s = res->total_s > 0 ? images / res->total_s : 0;
-    if (t_compute > 0) res->compute_rate = images / t_compute;
-    double bound = res->compute_rate;
-    if (f.mode != FEED_RESIDENT && res->producer_rate > 0 && res->producer_rate < bound) bound = res->producer_rate;
-    res->efficiency = bound > 0 ? res->images_per_s / bound : 0;
-    if (!o->quiet && !rc) {
-        fprintf(out, "trained %lld steps, %.0f images/s (%.1f GFLOP/s achieved), data-wait %.1f%%\n", (long long)g,
-                res->images_per_s, res->images_per_s * 3 * m.flops_fwd * 1e-9, 100 * res->wait_s / (res->total_s > 0 ? res->total_s : 1));
-        const char *mode = f.mode == FEED_RESIDENT ? "resident" : f.mode == FEED_SYNC ? "synchronous" : "pipelined";
-        fprintf(out, "input: %s", mode);
-        if (f.mode == FEED_PIPE) fprintf(out, ", %d producer%s%s", producers, producers == 1 ? "" : "s", o->producers < 0 ? " (auto)" : "");
-        if (f.mode != FEED_RESIDENT) fprintf(out, "; producer %.0f images/s", res->producer_rate);
-        fprintf(out, ", compute %.0f images/s, achieved %.0f images/s, pipeline efficiency %.2f\n", res->compute_rate,
-                res->images_per_s, res->efficiency);
-    }
-    if (dist) CT_DEBUG(1, "rank %d: %.1f ms per step waiting for the other ranks at step ends, %.1f ms in gradient all-reduce",
-                       ct_world.rank, 1e3 * sync_wait / (g - g0 > 0 ? g - g0 : 1), gs.steps ? 1e3 * gs.ar_s / gs.steps : 0.0);
-    if (!rc && dist) {
-        ct_dist_average_running_stats(&m);
-        if (!ct_dist_params_agree(&m)) {
-            rc = ct_fail(CT_EDEVICE, "the ranks' parameters differ after training (the all-reduce gave ranks different sums)");
-        } else if (!o->quiet) {
-            fprintf(out, "all-reduce: %.2f ms per step, %.0f%% of it hidden behind backward, %.2f ms exposed; parameters identical on all %d ranks\n",
-                    res->allreduce_ms, 100 * res->hidden_frac, res->exposed_ms, R);
-        }
-    }
-    if (!rc && o->keep_params) {
-        res->n_params = m.n_params;
-        res->params = ct_xmalloc(m.n_params * sizeof(float));
-        ct_model_get_params(&m, res->params);
-    }
-done:
-    if (handlers) {
-        sigaction(SIGINT, &sa_old[0], NULL);
-        sigaction(SIGTERM, &sa_old[1], NULL);
-    }
-    ct_tboard_close(&tb);
-    ct_ckpt_free(&ck);
-    ct_ckpt_free(&buf);
-    free(kept);
-    if (f.pipe.slots) {
-        if (f.cur) ct_pipeline_release(&f.pipe, f.cur);
-        ct_pipeline_stop(&f.pipe);
-    }
-    for (int k = 0; k < 2; k++)
-        if (f.computed[k]) clReleaseEvent(f.computed[k]);
-    ct_cl_release(&f.dev_data);
-    ct_cl_release(&f.dev_lab);
-    ct_cl_release(&f.dev_idx);
-    free(f.host_img); free(f.host_lab); free(f.perm);
-    free(pred);
-    ct_grad_sync_free(&gs);
-    ct_model_free(&m);
-    if (cl.ctx) ct_cl_close(&cl);
+    if (handlers) ct_signals_restore();
+    release(L);
+    free(L);
     return rc;
 }

@@ -1,0 +1,141 @@
+/* train/hooks.c: what runs after each training step, in this order:
+ * TensorBoard/CSV scalars, the progress line, evaluation, the checkpoint,
+ * and the stop a signal asked for. Each hook reads the step's figures
+ * (ct_step_info) and the run (ct_loop). Tested by tests/cli.sh (progress,
+ * evaluation), tests/test_tboard.c and tests/checkpoint.sh (saves, signals). */
+#include "loop.h"
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_signal;
+static struct sigaction g_sa_old[2];
+static void on_signal(int sig) { g_signal = sig; }
+
+void ct_signals_install(void) {
+    /* Ctrl-C / SIGTERM: finish the step, save, stop; a second one kills at once */
+    g_signal = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigaction(SIGINT, &sa, &g_sa_old[0]);
+    sigaction(SIGTERM, &sa, &g_sa_old[1]);
+}
+
+void ct_signals_restore(void) {
+    sigaction(SIGINT, &g_sa_old[0], NULL);
+    sigaction(SIGTERM, &g_sa_old[1], NULL);
+}
+
+int ct_signal_pending(void) { return g_signal != 0; }
+
+/* " all-reduce X ms/step (Y% hidden)" over the interval since *since, or "" alone */
+static const char *ar_note(const ct_grad_sync *g, const ct_grad_sync *since, char *buf, size_t size) {
+    long steps = g->steps - since->steps;
+    double ar = g->ar_s - since->ar_s, hid = g->hidden_s - since->hidden_s;
+    if (steps <= 0) return "";
+    snprintf(buf, size, " all-reduce %.1f ms/step (%.0f%% hidden)", 1e3 * ar / steps, ar > 0 ? 100 * hid / ar : 0);
+    return buf;
+}
+
+static int hook_tboard(ct_loop *L, const ct_step_info *si) {
+    if (!L->tb.events || !((si->g + 1) % L->o.progress_every == 0 || si->last)) return 0;
+    ct_tboard *tb = &L->tb;
+    int64_t step = si->g + 1;
+    double el = ct_now() - L->iv_t0;
+    ct_tboard_scalar(tb, "train/loss", step, L->res->last_loss);
+    ct_tboard_scalar(tb, "train/accuracy", step, L->res->last_acc);
+    ct_tboard_scalar(tb, "lr", step, si->lr);
+    ct_tboard_scalar(tb, "images_per_s", step, L->iv_n / (ct_now() - L->t_iv));
+    ct_tboard_scalar(tb, "data_wait", step, el > 0 ? L->iv_wait / el : 0);
+    ct_tboard_flush(tb);
+    return 0;
+}
+
+static int hook_progress(ct_loop *L, const ct_step_info *si) {
+    const ct_train_opts *o = &L->o;
+    if (o->quiet || !(L->tty || (si->g + 1) % o->progress_every == 0 || si->last)) return 0;
+    const ct_train_result *res = L->res;
+    FILE *out = L->out;
+    char arbuf[64];
+    double el = ct_now() - L->iv_t0, ips = L->iv_n / (ct_now() - L->t_iv);
+    const char *ar = ar_note(&L->gs, &L->iv_ar, arbuf, sizeof arbuf);
+    if (L->tty) {
+        int w = 24, fill = (int)(w * (si->s + 1) / L->spe);
+        fprintf(out, "\repoch %d/%d [%.*s%*s] %ld/%ld loss %.4f acc %5.1f%% %6.0f img/s data-wait %4.1f%%%s ", si->epoch + 1,
+                o->epochs, fill, "========================", w - fill, "", si->s + 1, L->spe, res->last_loss,
+                100 * res->last_acc, ips, 100 * L->iv_wait / el, ar);
+        if (si->last) fputc('\n', out);
+        fflush(out);
+    } else {
+        fprintf(out, "epoch %d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s data-wait %.1f%%%s\n", si->epoch + 1, si->s + 1,
+                L->spe, res->last_loss, 100 * res->last_acc, ips, 100 * L->iv_wait / el, ar);
+    }
+    if (!L->tty || si->last) {
+        L->iv_loss = 0;
+        L->iv_correct = 0;
+        L->iv_n = 0;
+        L->iv_wait = 0;
+        L->t_iv = L->iv_t0 = ct_now();
+        L->iv_ar = L->gs;
+    }
+    return 0;
+}
+
+/* time spent in a hook does not count in the interval's images/s and data-wait */
+static void pause_interval(ct_loop *L, double since) {
+    L->t_iv += ct_now() - since;
+    L->iv_t0 += ct_now() - since;
+}
+
+static int hook_eval(ct_loop *L, const ct_step_info *si) {
+    const ct_train_opts *o = &L->o;
+    int end = si->s == L->spe - 1 || si->g == L->total - 1;
+    if (!L->test || !((o->eval_every > 0 && (si->g + 1) % o->eval_every == 0 && !si->last) || (si->last && end))) return 0;
+    double te = ct_now();
+    ct_dist_average_running_stats(&L->m);
+    ct_eval_result ev;
+    int rc = ct_evaluate(&L->m, L->test, o->eval_src, o->limit_test, o->scale, o->shift, &ev);
+    if (rc) return rc;
+    L->res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
+    if (L->tb.events) {
+        ct_tboard_scalar(&L->tb, "test/accuracy", si->g + 1, L->res->test_acc);
+        ct_tboard_scalar(&L->tb, "test/loss", si->g + 1, ev.loss / (ev.n ? ev.n : 1));
+        ct_tboard_flush(&L->tb);
+    }
+    if (!o->quiet) {
+        if (si->last) {
+            fprintf(L->out, "epoch %d: ", si->epoch + 1);
+            ct_eval_print(&ev, L->test->class_names, L->out, 0);
+        } else {
+            fprintf(L->out, "step %lld: test accuracy %.2f%%\n", (long long)si->g + 1, 100 * L->res->test_acc);
+        }
+    }
+    ct_eval_free(&ev);
+    pause_interval(L, te);
+    return 0;
+}
+
+static int hook_checkpoint(ct_loop *L, const ct_step_info *si) {
+    const ct_train_opts *o = &L->o;
+    if (!o->checkpoint || !(si->stop || si->s == L->spe - 1 || si->g == L->total - 1 ||
+                            (o->checkpoint_every > 0 && (si->g + 1) % o->checkpoint_every == 0)))
+        return 0;
+    double tk = ct_now();
+    ct_dist_average_running_stats(&L->m);
+    int rc = L->writer ? ct_train_save(L, si->g + 1) : 0;
+    if (rc) return rc;
+    pause_interval(L, tk);
+    return 0;
+}
+
+static int hook_signal(ct_loop *L, const ct_step_info *si) {
+    if (!si->stop) return 0;
+    int sig = g_signal ? g_signal : SIGTERM; /* another rank got it */
+    L->res->signal = sig;
+    return ct_fail(CT_EINTR, "stopped by %s after step %lld%s%s", sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)si->g + 1,
+                   L->o.checkpoint ? "; saved " : "", L->o.checkpoint ? L->o.checkpoint : "");
+}
+
+const ct_train_hook ct_train_hooks[] = {hook_tboard, hook_progress, hook_eval, hook_checkpoint, hook_signal, NULL};
