@@ -10,6 +10,7 @@
 #include "cltrain/data.h"
 #include "cltrain/common.h"
 #include "cltrain/download.h"
+#include "cltrain/file.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -36,6 +37,9 @@ static uint32_t be32(const uint8_t *p) {
 }
 
 static int gz_open(gzFile *f, const char *path) {
+    *f = NULL;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return ct_file_check(path, "an IDX file (.gz or raw)");
     errno = 0;
     *f = gzopen(path, "rb");
     if (!*f) {

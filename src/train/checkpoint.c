@@ -5,6 +5,7 @@
  * (round trip, bit-exact resume, damage of every kind, kill -9 at random). */
 #include "cltrain/checkpoint.h"
 #include "cltrain/common.h"
+#include "cltrain/file.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -117,11 +118,11 @@ void ct_ckpt_free(ct_ckpt *st) {
 
 int ct_ckpt_load(ct_ckpt *st, const char *path) {
     memset(st, 0, sizeof *st);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ct_fail(CT_EINPUT, "%s: cannot open checkpoint: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
+    FILE *f;
+    int64_t fsize;
+    int orc = ct_file_open_read(path, "a cltrain checkpoint file", &f, &fsize);
+    if (orc) return orc;
+    long size = (long)fsize;
     size_t fixed = sizeof MAGIC + 8 + sizeof(hdr) + 4;
     if (size < (long)fixed) {
         fclose(f);

@@ -209,11 +209,12 @@ static int save_checkpoint(const ct_train_opts *o, ct_model *m, int64_t next, in
     ct_cl_read(m->cl, m->mom1, 0, m->n_params * 4, st.mom1);
     ct_cl_read(m->cl, m->mom2, 0, m->n_params * 4, st.mom2);
     int rc = ct_ckpt_save(&st, o->checkpoint);
+    if (rc == CT_EIO) return ct_train_save_failed(next);
     if (!rc && o->keep > 0) {
         /* numbered copies FILE.<step>; the oldest beyond --keep go */
         char path[4200];
         snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)next);
-        rc = ct_ckpt_save(&st, path);
+        if ((rc = ct_ckpt_save(&st, path)) == CT_EIO) return ct_train_save_failed(next);
         if (*n_kept == o->keep) {
             snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)kept[0]);
             unlink(path);
@@ -244,6 +245,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     if (o->epochs < 1) return ct_fail(CT_EINPUT, "--epochs %d: expected at least 1", o->epochs);
     if (!(o->label_smoothing >= 0 && o->label_smoothing < 1))
         return ct_fail(CT_EINPUT, "--label-smoothing %g: expected a number in [0, 1), e.g. 0.1", o->label_smoothing);
+    { int frc = ct_train_check_files(o); if (frc) return frc; }
     double t_start = ct_now();
     ct_model m;
     ct_cl cl;
@@ -328,6 +330,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigaction(SIGINT, &sa, &sa_old[0]);
     sigaction(SIGTERM, &sa, &sa_old[1]);
+    signal(SIGXFSZ, SIG_IGN); /* past a file-size limit a write fails (EFBIG) and is reported, not a silent kill */
     handlers = 1;
     int n = o->limit_train > 0 && o->limit_train < train->n ? o->limit_train : train->n;
     const int64_t GB = (int64_t)o->batch * R; /* the global batch: R slices of o->batch */
