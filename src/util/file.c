@@ -25,7 +25,7 @@ static int not_regular(const char *path, const char *what, mode_t m) {
 }
 
 static int open_fail(const char *path, const char *what, int e) {
-    if (e == ENOENT) return ct_fail(CT_EINPUT, "%s: no such file; expected %s", path, what);
+    if (e == ENOENT) return ct_fail(CT_EINPUT, "%s: %s; expected %s", path, strerror(e), what);
     if (e == ELOOP) return ct_fail(CT_EINPUT, "%s: a loop of symbolic links; expected %s", path, what);
     return ct_fail(CT_EINPUT, "%s: cannot open (%s); expected %s", path, strerror(e), what);
 }
