@@ -56,6 +56,11 @@ $(BUILD)/tools/make-font-dataset: tools/make-font-dataset.c $(BUILD)/libcltrain.
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libcltrain.a $(LDFLAGS) -o $@ -lm
 
+# JPEG decoding speed, stb_image against TurboJPEG (BENCHMARKS.md; not in `all`)
+$(BUILD)/tools/bench-jpeg: tools/bench-jpeg.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LDFLAGS) -o $@ -lturbojpeg -lm
+
 # parameter distance between two checkpoints (tests/mpi.sh)
 $(BUILD)/tools/ckpt-diff: tools/ckpt-diff.c $(BUILD)/libcltrain.a
 	@mkdir -p $(dir $@)
