@@ -5,6 +5,7 @@
 #   make bench      install PyTorch and OpenBLAS, then cltrain bench kernels, train,
 #                   pipeline, MPI scaling and the PyTorch comparison
 #   make asan|tsan  the suite under AddressSanitizer / ThreadSanitizer
+#   make fuzz       libFuzzer harnesses of every loader: regression inputs, then a short run each
 CC      ?= cc
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -82,6 +83,23 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libcltrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(BUILD)/libcltrain.a $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
 
+# libFuzzer harnesses, one per loader: every tests/fuzz/fuzz_NAME.c is one (a new
+# loader's harness needs no change here), with its seeds in tests/fuzz/corpus/NAME
+# and the inputs that once failed in tests/fuzz/regress/NAME. Built with clang,
+# ASan and UBSan (any report aborts) into build-fuzz/; `make fuzz` replays the
+# regression inputs, then runs each harness FUZZ_TIME seconds (tests/fuzz/run.sh).
+FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZERS   := $(patsubst tests/fuzz/%.c,build-fuzz/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_TIME ?= 10
+.PHONY: fuzz fuzz-build
+fuzz: deps fuzz-build
+	tests/fuzz/run.sh build-fuzz $(FUZZ_TIME)
+fuzz-build:
+	$(MAKE) BUILD=build-fuzz CC=clang MPI=0 SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZERS)
+build-fuzz/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(BUILD)/libcltrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -Itests/fuzz $< $(BUILD)/libcltrain.a $(LDFLAGS) $(LDLIBS) -o $@
+
 deps:
 	@tools/setup-deps.sh
 bench-deps:
@@ -121,6 +139,6 @@ install: $(BUILD)/cltrain
 	install -m 644 models/*.cfg $(DESTDIR)$(PREFIX)/share/cltrain/models/
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(DEPS)
