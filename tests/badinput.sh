@@ -108,6 +108,7 @@ bad "--data a file" 2 "random.bin" -- "$bin" fashion-mnist --data "$tmp/random.b
 mkset "$tmp/fifoset"; rm "$tmp/fifoset/train-images-idx3-ubyte"; mkfifo "$tmp/fifoset/train-images-idx3-ubyte"
 bad "IDX file a FIFO (no hang)" 2 "train-images-idx3-ubyte: is a FIFO" -- "$bin" fashion-mnist --data "$tmp/fifoset" --steps 1
 mkset "$tmp/huge"; idx_images "$tmp/huge/train-images-idx3-ubyte" 1000000 64 64 100
+{ printf '\x00\x00\x08\x01'; printf "%08x" 1000000 | xxd -r -p; } >"$tmp/huge/train-labels-idx1-ubyte"
 bad "IDX header declaring 4 GB" 2 "train-images-idx3-ubyte: truncated" -- "$bin" fashion-mnist --data "$tmp/huge" --steps 1
 mkdir -p "$tmp/c10"; head -c 5000 /dev/zero >"$tmp/c10/test_batch.bin"
 for i in 1 2 3 4 5; do head -c 3073 /dev/zero >"$tmp/c10/data_batch_$i.bin"; done
