@@ -120,7 +120,9 @@ mkdir -p "$tmp/one/cls"
 bad "images: one class" 2 "only one class folder" -- "$bin" images "$tmp/one"
 bad "eval: a folder" 2 "dir: is a folder" -- "$bin" eval "$tmp/dir"
 bad "eval: a FIFO (no hang)" 2 "fifo: is a FIFO" -- "$bin" eval "$tmp/fifo"
-bad "pack: OUT a file" 2 "empty" -- "$bin" pack "$tmp/one" "$tmp/empty"
+mkdir -p "$tmp/two/a" "$tmp/two/b"
+for c in a b; do for i in 1 2; do cp "$here/tests/fuzz/corpus/image/rgb.bmp" "$tmp/two/$c/$i.bmp"; done; done
+bad "pack: OUT a file" 2 "empty" -- "$bin" pack "$tmp/two" "$tmp/empty" --size 8
 
 # --- disk full: the save fails, the previous checkpoint survives, exit 1 ---
 ck=$tmp/run.ckpt
