@@ -126,7 +126,7 @@ bad "pack: OUT a file" 2 "empty" -- "$bin" pack "$tmp/two" "$tmp/empty" --size 8
 
 # --- disk full: the save fails, the previous checkpoint survives, exit 1 ---
 ck=$tmp/run.ckpt
-if timeout 120 "$bin" fashion-mnist --data "$tmp/set" --model mlp --quiet --checkpoint "$ck" >/dev/null 2>"$tmp/err"; then
+if timeout 300 "$bin" fashion-mnist --data "$tmp/set" --model mlp --quiet --checkpoint "$ck" >/dev/null 2>"$tmp/err"; then
   cp "$ck" "$tmp/orig.ckpt"
   kb=$(( $(stat -c %s "$ck") / 2048 ))
   # a file-size limit of half a checkpoint: the next save cannot complete (EFBIG)
@@ -134,13 +134,13 @@ if timeout 120 "$bin" fashion-mnist --data "$tmp/set" --model mlp --quiet --chec
     bash -c "ulimit -f $kb; exec '$bin' fashion-mnist --data '$tmp/set' --model mlp --quiet --epochs 2 --resume '$ck' --checkpoint '$ck'"
   leftover=$(ls "$tmp" | grep -c 'run.ckpt.tmp')
   if cmp -s "$ck" "$tmp/orig.ckpt" && [[ $leftover -eq 0 ]] &&
-     timeout 120 "$bin" eval "$ck" --data "$tmp/set" >/dev/null 2>"$tmp/err"; then
+     timeout 300 "$bin" eval "$ck" --data "$tmp/set" >/dev/null 2>"$tmp/err"; then
     ok "the previous checkpoint is intact and loads; no temporary file left"
   else
     notok "the previous checkpoint is intact and loads" "cmp/eval failed or $leftover temporary files" "$(head -3 "$tmp/err")"
   fi
   # with no limit the same resume goes on
-  if timeout 120 "$bin" fashion-mnist --data "$tmp/set" --model mlp --quiet --epochs 2 --resume "$ck" --checkpoint "$ck" >/dev/null 2>"$tmp/err"; then
+  if timeout 300 "$bin" fashion-mnist --data "$tmp/set" --model mlp --quiet --epochs 2 --resume "$ck" --checkpoint "$ck" >/dev/null 2>"$tmp/err"; then
     ok "resuming from it works once there is room"
   else
     notok "resuming from it works once there is room" "$(head -3 "$tmp/err")"
@@ -149,7 +149,7 @@ else
   notok "a first checkpoint" "$(head -3 "$tmp/err")"
 fi
 # a log that cannot grow: one line, training goes on (exit 0)
-timeout 120 bash -c "ulimit -f 2; exec '$bin' fashion-mnist --data '$tmp/set' --model mlp --quiet --epochs 200 --progress-every 1 --logdir '$tmp/logs'" \
+timeout 300 bash -c "ulimit -f 2; exec '$bin' fashion-mnist --data '$tmp/set' --model mlp --quiet --epochs 200 --progress-every 1 --logdir '$tmp/logs'" \
   >/dev/null 2>"$tmp/err"
 rc=$?
 lines=$(wc -l <"$tmp/err")
