@@ -46,7 +46,7 @@ static void fz_rmtree(const char *path, int keep_top) {
 static void fz_rmtree_at_exit(void) { if (fz_dir[0]) fz_rmtree(fz_dir, 0); }
 
 /* tmp/NAME (folders on the way made), holding data[0..n). Returns the path (static). */
-static const char *fz_write(const char *name, const uint8_t *data, size_t n) {
+__attribute__((unused)) static const char *fz_write(const char *name, const uint8_t *data, size_t n) {
     static char path[512];
     snprintf(path, sizeof path, "%s/%s", fz_tmp(), name);
     for (char *s = path + strlen(fz_dir) + 1; (s = strchr(s, '/')); s++) {
