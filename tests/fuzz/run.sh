@@ -21,7 +21,7 @@ for h in "$build"/fuzz/fuzz_*; do
   status=ok
   regress=("$here/regress/$name"/*)
   if [[ -e ${regress[0]} ]]; then
-    if ! "$h" -timeout=10 -rss_limit_mb=4096 "${regress[@]}" >"$log.regress" 2>&1; then
+    if ! "$h" -close_fd_mask=2 -timeout=10 -rss_limit_mb=4096 "${regress[@]}" >"$log.regress" 2>&1; then
       status="regression input failed (see $log.regress)"
     fi
   else
@@ -31,7 +31,7 @@ for h in "$build"/fuzz/fuzz_*; do
   mkdir -p "$corpus"
   limit=(-max_total_time="$secs")
   (( secs == 0 )) && limit=(-runs="${CLTRAIN_FUZZ_RUNS:-1000000}")
-  if [[ $status == ok ]] && ! "$h" "${limit[@]}" -timeout=10 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
+  if [[ $status == ok ]] && ! "$h" "${limit[@]}" -close_fd_mask=2 -timeout=10 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="$build/fuzz-crashes/$name-" "$corpus" "$here/corpus/$name" >"$log" 2>&1; then
     status="FAILED (see $log and $build/fuzz-crashes)"
   fi
