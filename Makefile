@@ -5,15 +5,16 @@
 #   make bench      install PyTorch and OpenBLAS, then cltrain bench kernels, train,
 #                   pipeline, MPI scaling and the PyTorch comparison
 #   make asan|tsan  the suite under AddressSanitizer / ThreadSanitizer
+#   make fuzz       libFuzzer harnesses of every loader: regression inputs, then a short run each
 CC      ?= cc
 BUILD   ?= build
 PREFIX  ?= /usr/local
-PKGS    := OpenCL clblast inih zlib libcurl libcrypto
+PKGS    := OpenCL clblast inih zlib libcurl libcrypto libturbojpeg
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
            -Iinclude -I$(BUILD) -DCL_TARGET_OPENCL_VERSION=120 \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -pthread
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lOpenCL -lclblast -linih -lz -lcurl -lcrypto) -lstdc++ -lm -pthread
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lOpenCL -lclblast -linih -lz -lcurl -lcrypto -lturbojpeg) -lstdc++ -lm -pthread
 # MPI (data-parallel training over mpirun) when mpicc is found; make MPI=0 turns it off
 MPI     ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
 ifeq ($(MPI),1)
@@ -56,6 +57,11 @@ $(BUILD)/tools/make-font-dataset: tools/make-font-dataset.c $(BUILD)/libcltrain.
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libcltrain.a $(LDFLAGS) -o $@ -lm
 
+# JPEG decoding speed, stb_image against TurboJPEG (BENCHMARKS.md; not in `all`)
+$(BUILD)/tools/bench-jpeg: tools/bench-jpeg.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LDFLAGS) -o $@ -lturbojpeg -lm
+
 # parameter distance between two checkpoints (tests/mpi.sh)
 $(BUILD)/tools/ckpt-diff: tools/ckpt-diff.c $(BUILD)/libcltrain.a
 	@mkdir -p $(dir $@)
@@ -76,6 +82,23 @@ $(BUILD)/cltrain: $(CLI_OBJ) $(BUILD)/libcltrain.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libcltrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP $< $(BUILD)/libcltrain.a $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
+
+# libFuzzer harnesses, one per loader: every tests/fuzz/fuzz_NAME.c is one (a new
+# loader's harness needs no change here), with its seeds in tests/fuzz/corpus/NAME
+# and the inputs that once failed in tests/fuzz/regress/NAME. Built with clang,
+# ASan and UBSan (any report aborts) into build-fuzz/; `make fuzz` replays the
+# regression inputs, then runs each harness FUZZ_TIME seconds (tests/fuzz/run.sh).
+FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZERS   := $(patsubst tests/fuzz/%.c,build-fuzz/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_TIME ?= 10
+.PHONY: fuzz fuzz-build
+fuzz: deps fuzz-build
+	tests/fuzz/run.sh build-fuzz $(FUZZ_TIME)
+fuzz-build:
+	$(MAKE) BUILD=build-fuzz CC=clang MPI=0 SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZERS)
+build-fuzz/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(BUILD)/libcltrain.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -Itests/fuzz $< $(BUILD)/libcltrain.a $(LDFLAGS) $(LDLIBS) -o $@
 
 deps:
 	@tools/setup-deps.sh
@@ -116,6 +139,6 @@ install: $(BUILD)/cltrain
 	install -m 644 models/*.cfg $(DESTDIR)$(PREFIX)/share/cltrain/models/
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(DEPS)

@@ -11,7 +11,10 @@
  * same way from any number of threads. Shards: what is written reads back
  * exactly; header damage, a damaged record (with its offset), truncation,
  * missing and mixed files are each CT_EINPUT; 2000 random byte flips and
- * cuts are always detected, never a wrong pixel. Run clean under ASan too. */
+ * cuts are always detected, never a wrong pixel. Damaged files decoders let
+ * through (height 0, BMP/TGA shorter than their pixels, JPEG Huffman counts
+ * past 256, PNG over the side limit, symlink loops) are refused and named.
+ * Run clean under ASan too. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -401,6 +404,142 @@ static void test_scan_skip_and_strict(void **state) {
     snprintf(p, sizeof p, "%s/c/bad.bmp", root);
     ct_write_file(p, "BM", 2);
     expect_msg(ct_imgdir_scan(&d, root, 0, 1, 0), CT_EINPUT, "/c: class folder has no readable images", NULL);
+}
+
+/* ---- damaged files that decoders let through ----------------------------- */
+
+/* the 54-byte BMP of height 0 that made stb_image_resize abort */
+static const uint8_t bmp_h0[] = {
+    0x42, 0x4d, 0x36, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x36, 0x00, 0x00, 0x00, 0x28, 0x00, 0x00, 0x00,
+    0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x18, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x13, 0x0b, 0x00, 0x00, 0x13, 0x0b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+static void *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *b = malloc(*n + 4096);
+    assert_int_equal(fread(b, 1, *n, f), *n);
+    fclose(f);
+    return b;
+}
+
+/* A real JPEG with a DHT segment spliced in after SOI whose 16 counts add up
+ * to 4080 codes (at most 256 fit): stb 2.27 wrote past its tables on this. */
+static void write_bad_dht_jpeg(const char *path, const char *tmp) {
+    uint8_t px[3] = {10, 200, 30};
+    write_solid(tmp, F_JPG, 16, 16, 3, px);
+    size_t n;
+    uint8_t *j = slurp(tmp, &n);
+    enum { SYMS = 300 };
+    uint8_t seg[4 + 17 + SYMS];
+    seg[0] = 0xFF, seg[1] = 0xC4, seg[2] = (uint8_t)((sizeof seg - 2) >> 8), seg[3] = (uint8_t)(sizeof seg - 2);
+    seg[4] = 0x00; /* DC table 0 */
+    memset(seg + 5, 255, 16);
+    for (int i = 0; i < SYMS; i++) seg[21 + i] = (uint8_t)i;
+    uint8_t *out = malloc(n + sizeof seg);
+    memcpy(out, j, 2);
+    memcpy(out + 2, seg, sizeof seg);
+    memcpy(out + 2 + sizeof seg, j + 2, n - 2);
+    ct_write_file(path, out, n + sizeof seg);
+    free(out);
+    free(j);
+}
+
+/* a 183-byte RLE TGA declaring 4112x4112 (it "decoded" in 1.2 s, mostly zeros) */
+static void write_short_tga(const char *path) {
+    uint8_t t[183];
+    memset(t, 0, sizeof t);
+    t[2] = 10;                      /* RLE true-colour */
+    t[12] = 0x10, t[13] = 0x10;     /* width 4112 */
+    t[14] = 0x10, t[15] = 0x10;     /* height 4112 */
+    t[16] = 24;
+    for (size_t i = 18; i + 4 <= sizeof t; i += 4) t[i] = 0xFF; /* 128-pixel runs */
+    ct_write_file(path, t, sizeof t);
+}
+
+/* a PNG header declaring 20000 x 8 (its data does not matter: the size is refused first) */
+static void write_wide_png(const char *path) {
+    uint8_t p[33] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
+                     0, 0, 0x4e, 0x20, 0, 0, 0, 8, 8, 2, 0, 0, 0, 0, 0, 0, 0};
+    ct_write_file(path, p, sizeof p);
+}
+
+static void test_decode_damaged(void **state) {
+    (void)state;
+    char root[300], p[600], q[600];
+    fresh_dir(root, sizeof root);
+    uint8_t out[8 * 8 * 3];
+    snprintf(p, sizeof p, "%s/h0.bmp", root);
+    ct_write_file(p, bmp_h0, sizeof bmp_h0);
+    expect_msg(ct_image_decode(p, 8, 3, out), CT_EINPUT, "h0.bmp: width or height 0", NULL);
+    snprintf(p, sizeof p, "%s/dht.jpg", root);
+    snprintf(q, sizeof q, "%s/good.jpg", root);
+    write_bad_dht_jpeg(p, q);
+    assert_int_equal(ct_image_decode(q, 8, 3, out), 0);
+    expect_msg(ct_image_decode(p, 8, 3, out), CT_EINPUT, "dht.jpg: corrupt JPEG Huffman table", NULL);
+    snprintf(p, sizeof p, "%s/short.tga", root);
+    write_short_tga(p);
+    double t0 = ct_now();
+    expect_msg(ct_image_decode(p, 8, 3, out), CT_EINPUT, "short.tga: truncated", NULL);
+    assert_true(ct_now() - t0 < 0.1);
+    /* BMP and TGA cut anywhere in their pixels: truncated, not zero-filled */
+    uint8_t px[3] = {1, 2, 3};
+    for (int fmt = F_BMP; fmt <= F_TGA; fmt++) {
+        snprintf(p, sizeof p, "%s/cut.%s", root, fmt_ext[fmt]);
+        write_solid(p, fmt, 40, 30, 3, px);
+        assert_int_equal(ct_image_decode(p, 8, 3, out), 0);
+        struct stat st;
+        assert_int_equal(stat(p, &st), 0);
+        for (off_t cut = st.st_size - 1; cut > 54; cut -= 397) {
+            assert_int_equal(truncate(p, cut), 0);
+            expect_msg(ct_image_decode(p, 8, 3, out), CT_EINPUT, "truncated", NULL);
+        }
+    }
+    snprintf(p, sizeof p, "%s/wide.png", root);
+    write_wide_png(p);
+    expect_msg(ct_image_decode(p, 8, 3, out), CT_EINPUT, "wide.png: larger than 16384 pixels a side", NULL);
+}
+
+/* The scan names each of them (and a symlink loop) as skipped, and --strict says why. */
+static void test_scan_damaged(void **state) {
+    (void)state;
+    char root[300], p[600], q[600];
+    fresh_dir(root, sizeof root);
+    make_class(root, "a", 0, 2);
+    make_class(root, "b", 1, 2);
+    snprintf(p, sizeof p, "%s/a/h0.bmp", root);
+    ct_write_file(p, bmp_h0, sizeof bmp_h0);
+    snprintf(p, sizeof p, "%s/a/dht.jpg", root);
+    snprintf(q, sizeof q, "%s/tmp.jpg", root);
+    write_bad_dht_jpeg(p, q);
+    snprintf(p, sizeof p, "%s/b/short.tga", root);
+    write_short_tga(p);
+    snprintf(p, sizeof p, "%s/b/loop.png", root);
+    assert_int_equal(symlink(p, p), 0);
+    ct_imgdir d;
+    assert_int_equal(ct_imgdir_scan(&d, root, 0, 1, 0), 0);
+    assert_int_equal(d.skipped, 4);
+    assert_int_equal(d.split[0].n, 4);
+    ct_imgdir_free(&d);
+    expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "a/dht.jpg: not a readable image (corrupt JPEG Huffman", NULL);
+    snprintf(p, sizeof p, "%s/a/dht.jpg", root);
+    unlink(p);
+    expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "a/h0.bmp: not a readable image (width or height 0", NULL);
+    snprintf(p, sizeof p, "%s/a/h0.bmp", root);
+    unlink(p);
+    expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "b/loop.png: not a readable image (", "symbolic links");
+    snprintf(p, sizeof p, "%s/b/loop.png", root);
+    unlink(p);
+    expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "b/short.tga: not a readable image (truncated", NULL);
+    snprintf(p, sizeof p, "%s/b/short.tga", root);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/b/wide.png", root);
+    write_wide_png(p);
+    expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "b/wide.png: not a readable image (larger than 16384", NULL);
 }
 
 /* ---- the decoding source ------------------------------------------------- */
@@ -836,6 +975,8 @@ int main(void) {
         cmocka_unit_test(test_scan_train_test_folders),
         cmocka_unit_test(test_scan_errors),
         cmocka_unit_test(test_scan_skip_and_strict),
+        cmocka_unit_test(test_decode_damaged),
+        cmocka_unit_test(test_scan_damaged),
         cmocka_unit_test(test_source_substitution),
         cmocka_unit_test(test_shard_round_trip),
         cmocka_unit_test(test_shard_damage),

@@ -22,6 +22,7 @@ enum {
     CT_ENAN = -6,     /* training diverged (exit 1) */
     CT_ENET = -7,     /* download failed (exit 2: tells where to put files) */
     CT_EINTR = -8,    /* interrupted by a signal */
+    CT_EWRITE = -9,   /* saving failed during training, e.g. the disk is full (exit 1) */
 };
 
 /* Store a one-line message for the calling thread and return code. */

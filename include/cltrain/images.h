@@ -8,7 +8,9 @@
  * share of each class to the test split. Accepted: .png .jpg .jpeg .bmp .gif
  * .tga (any case); other files and hidden entries (".name") are ignored.
  *
- * Decoding: any of the five formats, 8 bits per channel (16-bit PNGs are
+ * Decoding: any of the five formats (JPEG through libjpeg-turbo's TurboJPEG
+ * API, the others through stb_image), after the checks of
+ * ct_image_header_check; 8 bits per channel (16-bit PNGs are
  * reduced by stb), GIF's first frame. Transparent pixels are composited onto
  * white (alpha blending against 255), then converted to 1 channel
  * (luminance, Y = (77 R + 150 G + 29 B) / 256, stb's own formula) or 3 (RGB;
@@ -67,8 +69,22 @@ void ct_imgdir_free(ct_imgdir *d);
  * channels is 1 or 3, size >= 1. Returns 0, CT_EINPUT "PATH: REASON" for a
  * missing, unreadable, damaged or too large file, or CT_ENOMEM. */
 int ct_image_decode(const char *path, int size, int channels, uint8_t *out);
-/* The same for an image held in memory (len bytes); name is for messages. */
-int ct_image_decode_mem(const uint8_t *data, size_t len, const char *name, int size, int channels, uint8_t *out);
+/* The same on a file's bytes already in memory; name is used in messages. */
+int ct_image_decode_mem(const uint8_t *buf, size_t len, const char *name, int size, int channels, uint8_t *out);
+/* Largest image file read (bytes). */
+#define CT_IMAGE_MAX_FILE ((size_t)1 << 30)
+/* Whether buf looks like a readable image: the header checks below, then the
+ * decoder's own header parse (no pixel decoding). 1, or 0 with *why set. */
+int ct_image_probe_mem(const uint8_t *buf, size_t len, int *w, int *h, const char **why);
+
+/* Formats by their first bytes (TGA, having no magic, is the rest). */
+enum { CT_IMG_PNG, CT_IMG_JPEG, CT_IMG_BMP, CT_IMG_GIF, CT_IMG_TGA };
+int ct_image_format(const uint8_t *buf, size_t len);
+/* Checks decoders skip (data/imgcheck.c): both sides 1..CT_IMAGE_MAX_SIDE,
+ * BMP and TGA at least as long as their header's pixel data, JPEG Huffman
+ * tables within 256 codes and their segment. 1 when it passes, else 0 with
+ * *why a static reason. Reads only buf[0..len). */
+int ct_image_header_check(const uint8_t *buf, size_t len, int fmt, const char **why);
 
 /* A ct_source over one split: load(index) decodes file `index` and writes
  * x / 255 as h*w*c floats (HWC) and its label; rng is not used.

@@ -11,12 +11,16 @@
 typedef struct ct_tboard {
     FILE *events, *csv;
     char path[4200];         /* the event file */
+    char csv_path[4200];
+    int failed;              /* a write failed: reported once on stderr, both files closed */
 } ct_tboard;
 
 /* Create logdir if needed and open both files. CT_EIO naming the path on failure. */
 int ct_tboard_open(ct_tboard *t, const char *logdir);
+/* One scalar into both files; nothing once a write has failed. */
 void ct_tboard_scalar(ct_tboard *t, const char *tag, int64_t step, double value);
-void ct_tboard_flush(ct_tboard *t);
+/* Flush both files; CT_EIO once a write has failed (already reported on stderr). */
+int ct_tboard_flush(ct_tboard *t);
 void ct_tboard_close(ct_tboard *t);
 /* CRC32C (Castagnoli), as TFRecord framing uses it; exposed for the test. */
 uint32_t ct_crc32c(const void *data, size_t n);

@@ -80,6 +80,13 @@ typedef struct ct_train_result {
 } ct_train_result;
 
 void ct_train_defaults(ct_train_opts *o);
+/* The files o names, before any data is loaded: --resume and a --model file
+ * are regular files, rank 0 can create --checkpoint and --logdir files.
+ * CT_EINPUT naming the option and path. (train/optcheck.c) */
+int ct_train_check_files(const ct_train_opts *o);
+/* A checkpoint save failed (ct_last_error says which file and why): the same
+ * line plus where training stopped, as CT_EWRITE (exit 1). */
+int ct_train_save_failed(int64_t next_step);
 /* Learning rate at global step g of total: linear warm-up over o->warmup
  * steps, then constant, step (x0.1 at 1/2 and x0.01 at 3/4 of the rest) or cosine to 0. */
 double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total);

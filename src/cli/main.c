@@ -8,6 +8,7 @@
 #include "cli.h"
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <string.h>
 
 static void usage(FILE *f) {
@@ -151,7 +152,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         case O_MOM: if (!(rc = parse_num("momentum", optarg, 0, 1, &d))) { o->optim.momentum = (float)d; o->momentum_set = 1; } break;
         case O_WD: if (!(rc = parse_num("weight-decay", optarg, 0, 10, &d))) { o->optim.wd = (float)d; o->wd_set = 1; } break;
         case O_SEED: if (!(rc = cli_parse_int("seed", optarg, 0, 0x7fffffffffffffffL, &l))) o->seed = (uint64_t)l; break;
-        case O_EVAL: if (!(rc = cli_parse_int("eval-every", optarg, 0, 1L << 40, &l))) o->eval_every = (int)l; break;
+        case O_EVAL: if (!(rc = cli_parse_int("eval-every", optarg, 0, INT_MAX, &l))) o->eval_every = (int)l; break;
         case O_DATA: *data = optarg; break;
         case O_DEVICE: o->device = optarg; break;
         case O_GEMM:
@@ -171,7 +172,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         case O_PREFETCH: if (!(rc = cli_parse_int("prefetch", optarg, 2, 4096, &l))) o->prefetch = (int)l; break;
         case O_RESIDENT: o->resident = 1; break;
         case O_CKPT: o->checkpoint = optarg; break;
-        case O_CKPT_EVERY: if (!(rc = cli_parse_int("checkpoint-every", optarg, 1, 1L << 40, &l))) o->checkpoint_every = (int)l; break;
+        case O_CKPT_EVERY: if (!(rc = cli_parse_int("checkpoint-every", optarg, 1, INT_MAX, &l))) o->checkpoint_every = (int)l; break;
         case O_KEEP: if (!(rc = cli_parse_int("keep", optarg, 0, 1000, &l))) o->keep = (int)l; break;
         case O_RESUME: o->resume = optarg; break;
         case O_ONNAN:
@@ -219,7 +220,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
     }
     if (optind < argc) return ct_fail(CT_EINPUT, "unexpected argument '%s'; see `cltrain --help`", argv[optind]);
     if (!o->lr_set) o->optim.lr = ct_optimizers[o->optim.kind]->default_lr;
-    return 0;
+    return ct_train_check_files(o);
 }
 
 int cli_check_model(const ct_train_opts *o) {

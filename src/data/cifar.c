@@ -11,6 +11,7 @@
  * Tested by tests/test_cifar.c and tests/test_augment.c. */
 #include "cltrain/cifar.h"
 #include "cltrain/common.h"
+#include "cltrain/file.h"
 #include "cltrain/download.h"
 #include "cltrain/pipeline.h"
 #include <errno.h>
@@ -104,9 +105,9 @@ static int names_load(char ***out, const char *path, int n, const char *const *s
         *out = names_copy((char *const *)standard, n);
         return 0;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) return ct_fail(CT_EINPUT, "%s: cannot open (%s); fix its permissions or delete it "
-                           "(the standard class names are used without it)", path, strerror(errno));
+    FILE *f;
+    int orc = ct_file_open_read(path, "a text file of class names, one a line (or no file)", &f, NULL);
+    if (orc) return orc;
     enum { CAP = 1 << 16 };
     char *text = ct_xmalloc(CAP + 1);
     size_t len = fread(text, 1, CAP + 1, f);
@@ -173,8 +174,9 @@ static int count_records(const char *path, const spec *sp, long long *count) {
 static int read_batch(const char *path, const spec *sp, int fine, long long count, uint8_t *images, uint8_t *labels) {
     const int rec = sp->label_bytes + CT_CIFAR_PIXELS, plane = CT_CIFAR_SIDE * CT_CIFAR_SIDE;
     enum { CHUNK = 256 };
-    FILE *f = fopen(path, "rb");
-    if (!f) return ct_fail(CT_EINPUT, "%s: cannot open (%s); check its permissions", path, strerror(errno));
+    FILE *f;
+    int orc = ct_file_open_read(path, "a CIFAR binary batch file", &f, NULL);
+    if (orc) return orc;
     uint8_t *buf = malloc((size_t)rec * CHUNK);
     if (!buf) {
         fclose(f);
@@ -462,8 +464,8 @@ static int tar_write_file(tar_in *t, const char *dest, long long size, const cha
 int ct_targz_extract(const char *archive, const char *dest_dir, int *n_files) {
     CT_ASSERT(archive && dest_dir);
     if (n_files) *n_files = 0;
-    if (!is_file(archive))
-        return ct_fail(CT_EINPUT, "%s: no such file", archive);
+    int frc = ct_file_check(archive, "a .tar.gz archive");
+    if (frc) return frc;
     errno = 0;
     tar_in t = {gzopen(archive, "rb"), archive};
     if (!t.f) return ct_fail(CT_EINPUT, "%s: cannot open (%s)", archive, errno ? strerror(errno) : "out of memory");

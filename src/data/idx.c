@@ -2,7 +2,8 @@
  *
  * Files are read through zlib's gzopen/gzread, which decodes .gz and passes
  * raw files through, so both load the same way. Every header field is
- * checked before anything large is allocated, and short reads, zlib errors
+ * checked before anything large is allocated (a raw file against its size, a
+ * .gz by growing the buffer as data arrives), and short reads, zlib errors
  * (including the CRC at the end of a .gz), trailing data and out-of-range
  * labels are reported as CT_EINPUT with one line naming the file.
  * Depends on common.h, zlib, download.h (ct_mnist_load with download set).
@@ -10,6 +11,7 @@
 #include "cltrain/data.h"
 #include "cltrain/common.h"
 #include "cltrain/download.h"
+#include "cltrain/file.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -36,6 +38,9 @@ static uint32_t be32(const uint8_t *p) {
 }
 
 static int gz_open(gzFile *f, const char *path) {
+    *f = NULL;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return ct_file_check(path, "an IDX file (.gz or raw)");
     errno = 0;
     *f = gzopen(path, "rb");
     if (!*f) {
@@ -70,6 +75,38 @@ static size_t gz_read_all(gzFile f, void *buf, size_t n, const char **zmsg, int 
     }
     *zmsg = gz_why(f, zerr);
     return done;
+}
+
+/* Read n bytes into a buffer that grows with what actually arrives (from 16
+ * MiB, doubling), so a header declaring 4 GiB costs memory only when the data
+ * is there: a .gz cannot be sized in advance. *out is malloc'd (NULL on no
+ * memory, with *oom); returns the count read. */
+static size_t gz_read_grow(gzFile f, size_t n, uint8_t **out, const char **zmsg, int *zerr, int *oom) {
+    size_t cap = n < ((size_t)16 << 20) ? n : (size_t)16 << 20, done = 0;
+    uint8_t *b = malloc(cap ? cap : 1);
+    *oom = !b;
+    *zmsg = NULL;
+    *zerr = Z_OK;
+    while (b) {
+        done += gz_read_all(f, b + done, cap - done, zmsg, zerr);
+        if (done < cap || cap == n) break;
+        size_t ncap = cap > n / 2 ? n : 2 * cap;
+        uint8_t *nb = realloc(b, ncap);
+        if (!nb) { free(b); b = NULL; *oom = 1; break; }
+        b = nb;
+        cap = ncap;
+    }
+    *out = b;
+    return done;
+}
+
+/* A raw (not .gz) file must hold what its header declares: checked against
+ * its size before anything is allocated. */
+static int raw_size_check(gzFile f, const char *path, uint64_t hdr, uint64_t want, const char *what) {
+    struct stat st;
+    if (!gzdirect(f) || stat(path, &st) != 0 || (uint64_t)st.st_size >= hdr + want) return 0;
+    return ct_fail(CT_EINPUT, "%s: truncated: expected %llu bytes of %s, got %llu; download the file again", path,
+                   (unsigned long long)want, what, (unsigned long long)st.st_size - hdr);
 }
 
 /* One message for every short or failed read: what was expected, what came. */
@@ -160,14 +197,17 @@ int ct_idx_load(ct_dataset *ds, const char *images_path, const char *labels_path
         goto fail;
     }
 
-    ds->images = malloc((size_t)bytes);
+    if ((rc = raw_size_check(fi, images_path, sizeof hi, bytes, "image data")) ||
+        (rc = raw_size_check(fl, labels_path, sizeof hl, n, "label data")))
+        goto fail;
+    int oom;
+    got = gz_read_grow(fi, (size_t)bytes, &ds->images, &zmsg, &zerr, &oom);
     ds->labels = malloc(n);
-    if (!ds->images || !ds->labels) {
+    if (oom || !ds->labels) {
         rc = ct_fail(CT_ENOMEM, "%s: cannot allocate %llu bytes for %" PRIu32 " images",
                      images_path, (unsigned long long)bytes, n);
         goto fail;
     }
-    got = gz_read_all(fi, ds->images, (size_t)bytes, &zmsg, &zerr);
     if (got < bytes) { rc = read_fail(images_path, "image data", (size_t)bytes, got, zmsg, zerr); goto fail; }
     if ((rc = expect_end(fi, images_path, n)) != 0) goto fail;
     got = gz_read_all(fl, ds->labels, n, &zmsg, &zerr);

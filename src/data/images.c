@@ -5,10 +5,16 @@
  * IMPLEMENTATION macros); stb_image_write lives in cli/eval.c. The Debian
  * stb_image (v2.27) declares its failure reason STBI_THREAD_LOCAL, which is
  * _Thread_local in C11, so concurrent decodes each read their own reason.
- * Depends on common.h, pipeline.h, tboard.h (ct_crc32c), stb.
+ * JPEG goes to libjpeg-turbo (TurboJPEG API: faster, and bounds its Huffman
+ * tables, which Debian's stb 2.27 does not); stb is built without its JPEG
+ * decoder, so no input reaches it. Every file is read whole (at most
+ * CT_IMAGE_MAX_FILE bytes, regular files only) and passes
+ * ct_image_header_check (data/imgcheck.c) before a decoder sees it.
+ * Depends on common.h, file.h, pipeline.h, tboard.h (ct_crc32c), stb, turbojpeg.
  * Tested by tests/test_images.c. */
 #include "cltrain/images.h"
 #include "cltrain/common.h"
+#include "cltrain/file.h"
 #include "cltrain/pipeline.h"
 #include "cltrain/tboard.h"
 #include <dirent.h>
@@ -18,12 +24,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <turbojpeg.h>
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STB_IMAGE_RESIZE_IMPLEMENTATION
-/* the five formats image folders accept, nothing else (PSD, PIC, PNM, HDR out) */
+/* the formats image folders accept besides JPEG (TurboJPEG's), nothing else (PSD, PIC, PNM, HDR out) */
 #define STBI_ONLY_PNG
-#define STBI_ONLY_JPEG
 #define STBI_ONLY_BMP
 #define STBI_ONLY_GIF
 #define STBI_ONLY_TGA
@@ -106,7 +112,8 @@ static int list_dir(const char *dir, int want_dirs, strvec *out) {
         if (!want_dirs && !accepted(e->d_name)) continue;
         char *path = join(dir, e->d_name);
         struct stat st;
-        int keep = stat(path, &st) == 0 && (want_dirs ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+        /* a file that cannot be stat'ed (a symlink loop, a dangling link) is kept, so the scan names and counts it */
+        int keep = stat(path, &st) == 0 ? (want_dirs ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) : !want_dirs;
         free(path);
         if (keep) sv_push(out, strdup(e->d_name));
     }
@@ -126,19 +133,19 @@ static int class_files(const char *classdir, int strict, int *skipped, strvec *o
     int bad = 0;
     for (int i = 0; i < names.n && !rc; i++) {
         char *path = join(classdir, names.s[i]);
-        int w, h, comp, ok = 0;
-        const char *why;
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            why = strerror(errno);
-        } else {
-            ok = stbi_info_from_file(f, &w, &h, &comp);
-            why = ok ? "" : stbi_failure_reason();
-            fclose(f);
-            if (ok && (w > CT_IMAGE_MAX_SIDE || h > CT_IMAGE_MAX_SIDE)) {
-                ok = 0;
-                why = "larger than " STR(CT_IMAGE_MAX_SIDE) " pixels a side";
-            }
+        int w, h, ok = 0;
+        const char *why = NULL;
+        char whybuf[512];
+        uint8_t *bytes;
+        size_t len;
+        if (ct_file_read_all(path, "an image file", CT_IMAGE_MAX_FILE, &bytes, &len) == 0) {
+            ok = ct_image_probe_mem(bytes, len, &w, &h, &why);
+            free(bytes);
+        } else { /* the reason without the "PATH: " the message starts with */
+            const char *e = ct_last_error();
+            size_t pl = strlen(path);
+            snprintf(whybuf, sizeof whybuf, "%s", !strncmp(e, path, pl) && !strncmp(e + pl, ": ", 2) ? e + pl + 2 : e);
+            why = whybuf;
         }
         if (ok) {
             sv_push(out, path);
@@ -340,32 +347,103 @@ out:
 
 /* ---- decoding ------------------------------------------------------------- */
 
-static int decode_finish(stbi_uc *px, int w, int h, int n, const char *path, int size, int channels, uint8_t *out);
+static _Thread_local char tj_why[256];
+
+/* TurboJPEG's reason lives in its handle: keep a per-thread copy */
+static const char *tj_reason(tjhandle tj) {
+    snprintf(tj_why, sizeof tj_why, "%s", tj ? tjGetErrorStr2(tj) : "out of memory");
+    return tj_why;
+}
+
+/* JPEG header: sides and whether it is grey. 1, or 0 with *why. */
+static int jpeg_info(tjhandle tj, const uint8_t *buf, size_t len, int *w, int *h, int *grey, const char **why) {
+    int ss, cs;
+    if (tjDecompressHeader3(tj, buf, (unsigned long)len, w, h, &ss, &cs)) { *why = tj_reason(tj); return 0; }
+    if (*w < 1 || *h < 1 || *w > CT_IMAGE_MAX_SIDE || *h > CT_IMAGE_MAX_SIDE) {
+        *why = "larger than " STR(CT_IMAGE_MAX_SIDE) " pixels a side, or empty";
+        return 0;
+    }
+    *grey = cs == TJCS_GRAY;
+    return 1;
+}
+
+/* a JPEG as 1 (grey files) or 3 channels; NULL with *why, or *oom */
+static stbi_uc *jpeg_decode(const uint8_t *buf, size_t len, int *w, int *h, int *n, const char **why, int *oom) {
+    tjhandle tj = tjInitDecompress();
+    if (!tj) { *oom = 1; return NULL; }
+    int grey;
+    stbi_uc *px = NULL;
+    if (jpeg_info(tj, buf, len, w, h, &grey, why)) {
+        *n = grey ? 1 : 3;
+        px = malloc((size_t)*w * (size_t)*h * (size_t)*n);
+        if (!px) *oom = 1;
+        /* a warning (premature end, corrupt data) is a failure: no half-grey images */
+        else if (tjDecompress2(tj, buf, (unsigned long)len, px, *w, 0, *h, grey ? TJPF_GRAY : TJPF_RGB,
+                               TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)) {
+            *why = tj_reason(tj);
+            free(px);
+            px = NULL;
+        }
+    }
+    tjDestroy(tj);
+    return px;
+}
+
+int ct_image_probe_mem(const uint8_t *buf, size_t len, int *w, int *h, const char **why) {
+    *w = *h = 0;
+    int fmt = ct_image_format(buf, len), comp;
+    if (len > INT_MAX) { *why = "file too large"; return 0; }
+    if (!ct_image_header_check(buf, len, fmt, why)) return 0;
+    if (fmt == CT_IMG_JPEG) {
+        tjhandle tj = tjInitDecompress();
+        if (!tj) { *why = "out of memory"; return 0; }
+        int grey, ok = jpeg_info(tj, buf, len, w, h, &grey, why);
+        tjDestroy(tj);
+        return ok;
+    }
+    if (!stbi_info_from_memory(buf, (int)len, w, h, &comp)) {
+        *why = stbi_failure_reason();
+        if (!*why) *why = "unreadable";
+        return 0;
+    }
+    if (*w < 1 || *h < 1 || *w > CT_IMAGE_MAX_SIDE || *h > CT_IMAGE_MAX_SIDE) {
+        *why = "larger than " STR(CT_IMAGE_MAX_SIDE) " pixels a side, or empty";
+        return 0;
+    }
+    return 1;
+}
 
 int ct_image_decode(const char *path, int size, int channels, uint8_t *out) {
-    CT_ASSERT(size >= 1 && (channels == 1 || channels == 3));
-    FILE *f = fopen(path, "rb");
-    if (!f) return ct_fail(CT_EINPUT, "%s: %s", path, strerror(errno));
-    int w, h, n;
-    stbi_uc *px = stbi_load_from_file(f, &w, &h, &n, 0);
-    fclose(f);
-    return decode_finish(px, w, h, n, path, size, channels, out);
+    uint8_t *buf;
+    size_t len;
+    int rc = ct_file_read_all(path, "an image file", CT_IMAGE_MAX_FILE, &buf, &len);
+    if (rc) return rc;
+    rc = ct_image_decode_mem(buf, len, path, size, channels, out);
+    free(buf);
+    return rc;
 }
 
-int ct_image_decode_mem(const uint8_t *data, size_t len, const char *name, int size, int channels, uint8_t *out) {
+int ct_image_decode_mem(const uint8_t *buf, size_t len, const char *path, int size, int channels, uint8_t *out) {
     CT_ASSERT(size >= 1 && (channels == 1 || channels == 3));
-    if (len > INT_MAX) return ct_fail(CT_EINPUT, "%s: %zu bytes, too large for an image", name, len);
-    int w = 0, h = 0, n = 0;
-    stbi_uc *px = stbi_load_from_memory(data, (int)len, &w, &h, &n, 0);
-    return decode_finish(px, w, h, n, name, size, channels, out);
-}
-
-/* px as decoded by stb (NULL: failed): converted, resized into out, freed */
-static int decode_finish(stbi_uc *px, int w, int h, int n, const char *path, int size, int channels, uint8_t *out) {
+    if (len > INT_MAX) return ct_fail(CT_EINPUT, "%s: %zu bytes, too large for an image file", path, len);
+    int fmt = ct_image_format(buf, len), w = 0, h = 0, n = 0, oom = 0;
+    const char *why = NULL;
+    if (!ct_image_header_check(buf, len, fmt, &why)) return ct_fail(CT_EINPUT, "%s: %s", path, why);
+    stbi_uc *px;
+    if (fmt == CT_IMG_JPEG) {
+        px = jpeg_decode(buf, len, &w, &h, &n, &why, &oom);
+    } else {
+        px = stbi_load_from_memory(buf, (int)len, &w, &h, &n, 0);
+        why = px ? NULL : stbi_failure_reason();
+        oom = why && !strcmp(why, "outofmem");
+    }
     if (!px) {
-        const char *why = stbi_failure_reason();
-        if (why && !strcmp(why, "outofmem")) return ct_fail(CT_ENOMEM, "%s: out of memory decoding it", path);
+        if (oom) return ct_fail(CT_ENOMEM, "%s: out of memory decoding it", path);
         return ct_fail(CT_EINPUT, "%s: %s", path, why ? why : "cannot decode");
+    }
+    if (w < 1 || h < 1) { /* stb_image_resize asserts on an empty image */
+        free(px);
+        return ct_fail(CT_EINPUT, "%s: a %dx%d image; expected at least 1x1", path, w, h);
     }
     CT_ASSERT(n >= 1 && n <= 4);
     size_t npx = (size_t)w * (size_t)h;
@@ -373,7 +451,7 @@ static int decode_finish(stbi_uc *px, int w, int h, int n, const char *path, int
     if (n != channels) {
         img = malloc(npx * (size_t)channels);
         if (!img) {
-            stbi_image_free(px);
+            free(px); /* stb allocates with malloc (STBI_MALLOC), as jpeg_decode does */
             return ct_fail(CT_ENOMEM, "%s: out of memory converting a %dx%d image", path, w, h);
         }
         for (size_t i = 0; i < npx; i++) {
@@ -396,7 +474,7 @@ static int decode_finish(stbi_uc *px, int w, int h, int n, const char *path, int
                 img[3 * i + 2] = (stbi_uc)b;
             }
         }
-        stbi_image_free(px);
+        free(px); /* stb allocates with malloc (STBI_MALLOC), as jpeg_decode does */
     }
     int rc = 0;
     if (w == size && h == size) {
@@ -404,7 +482,7 @@ static int decode_finish(stbi_uc *px, int w, int h, int n, const char *path, int
     } else if (!stbir_resize_uint8(img, w, h, 0, out, size, size, 0, channels)) {
         rc = ct_fail(CT_ENOMEM, "%s: out of memory resizing %dx%d to %dx%d", path, w, h, size, size);
     }
-    if (img == px) stbi_image_free(px);
+    if (img == px) free(px); /* stb allocates with malloc (STBI_MALLOC), as jpeg_decode does */
     else free(img);
     return rc;
 }

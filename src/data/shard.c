@@ -333,7 +333,7 @@ static int cmp_found(const void *a, const void *b) {
 /* Read and check one file's header into h (names into *names when non-NULL). */
 static int open_one(const char *path, const char *split, int *fd_out, off_t *size_out, hdr *h, char ***names) {
     *fd_out = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return ct_fail(CT_EINPUT, "%s: cannot open (%s)", path, strerror(errno));
     struct stat st;
     uint8_t fx[CT_SHARD_FIXED];
@@ -341,6 +341,10 @@ static int open_one(const char *path, const char *split, int *fd_out, off_t *siz
         int e = errno;
         close(fd);
         return ct_fail(CT_EINPUT, "%s: cannot stat (%s)", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) { /* opened O_NONBLOCK so that a FIFO cannot block; regular files ignore it */
+        close(fd);
+        return ct_fail(CT_EINPUT, "%s: not a regular file (a folder, FIFO or device); expected a shard", path);
     }
     int rc = 0;
     uint8_t *b = NULL;

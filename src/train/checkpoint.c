@@ -8,6 +8,7 @@
  * every kind, fields out of range, old files, kill -9 at random). */
 #include "cltrain/checkpoint.h"
 #include "cltrain/common.h"
+#include "cltrain/file.h"
 #include "cltrain/optim.h"
 #include "cltrain/train.h"
 #include <errno.h>
@@ -315,11 +316,11 @@ static int validate(const ct_ckpt *st, const char *path) {
 
 int ct_ckpt_load(ct_ckpt *st, const char *path) {
     memset(st, 0, sizeof *st);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ct_fail(CT_EINPUT, "%s: cannot open checkpoint: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
+    FILE *f;
+    int64_t fsize;
+    int orc = ct_file_open_read(path, "a cltrain checkpoint file", &f, &fsize);
+    if (orc) return orc;
+    long size = (long)fsize;
     if (size < (long)(16 + sizeof(hdr_v2) + 4)) {
         fclose(f);
         return ct_fail(CT_EINPUT, "%s: truncated or not a cltrain checkpoint (%ld bytes)", path, size);

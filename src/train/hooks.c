@@ -21,6 +21,7 @@ void ct_signals_install(void) {
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigaction(SIGINT, &sa, &g_sa_old[0]);
     sigaction(SIGTERM, &sa, &g_sa_old[1]);
+    signal(SIGXFSZ, SIG_IGN); /* past a file-size limit a write fails (EFBIG) and is reported, not a silent kill */
 }
 
 void ct_signals_restore(void) {

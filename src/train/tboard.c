@@ -2,7 +2,8 @@
  * library: an Event is a handful of fields, written here with the wire format
  * (varints, fixed64 doubles, fixed32 floats, length-delimited strings and
  * messages). Records: uint64 length, masked CRC32C of the length, data,
- * masked CRC32C of the data. Tested by tests/test_tboard.c. */
+ * masked CRC32C of the data. A write error is reported once and ends logging.
+ * Tested by tests/test_tboard.c. */
 #include "cltrain/tboard.h"
 #include "cltrain/common.h"
 #include <errno.h>
@@ -28,13 +29,32 @@ static void pb_bytes(pb *p, int field, const void *v, size_t n) {
     pb_fixed(p, v, (int)n);
 }
 
+/* The first failed write (disk full, file-size limit, I/O error) is named on
+ * stderr once; both files are then closed and logging stops, training not. */
+static void log_failed(ct_tboard *t, const char *file, int err) {
+    fprintf(stderr, "cltrain: %s: writing the training log failed (%s); logging to --logdir stops, training goes on\n",
+            file, strerror(err));
+    if (t->events) fclose(t->events);
+    if (t->csv) fclose(t->csv);
+    t->events = t->csv = NULL;
+    t->failed = 1;
+}
+
+/* after stdio calls on f: report a failure once */
+static void check(ct_tboard *t, FILE *f, const char *file, int ok) {
+    if (t->failed || (ok && !ferror(f))) return;
+    log_failed(t, file, errno ? errno : EIO);
+}
+
 static void write_record(ct_tboard *t, const pb *e) {
     uint64_t len = e->n;
     uint32_t lcrc = masked(ct_crc32c(&len, 8)), dcrc = masked(ct_crc32c(e->b, e->n));
-    fwrite(&len, 8, 1, t->events);
-    fwrite(&lcrc, 4, 1, t->events);
-    fwrite(e->b, 1, e->n, t->events);
-    fwrite(&dcrc, 4, 1, t->events);
+    errno = 0;
+    int ok = fwrite(&len, 8, 1, t->events) == 1;
+    ok = ok && fwrite(&lcrc, 4, 1, t->events) == 1;
+    ok = ok && fwrite(e->b, 1, e->n, t->events) == e->n;
+    ok = ok && fwrite(&dcrc, 4, 1, t->events) == 1;
+    check(t, t->events, t->path, ok);
 }
 
 static double wall_time(void) {
@@ -68,8 +88,8 @@ int ct_tboard_open(ct_tboard *t, const char *logdir) {
         if (t->events || errno != EEXIST) break;
     }
     if (!t->events) return ct_fail(CT_EIO, "%s: cannot write the event file: %s", t->path, strerror(errno));
-    char csv[4200];
-    snprintf(csv, sizeof csv, "%s/metrics.csv", logdir);
+    char *csv = t->csv_path;
+    snprintf(csv, sizeof t->csv_path, "%s/metrics.csv", logdir);
     struct stat st;
     int fresh = stat(csv, &st) != 0 || st.st_size == 0;
     t->csv = fopen(csv, "a");
@@ -102,12 +122,18 @@ void ct_tboard_scalar(ct_tboard *t, const char *tag, int64_t step, double value)
     event_head(&e, step);
     pb_bytes(&e, 5, s.b, s.n);
     write_record(t, &e);
-    fprintf(t->csv, "%lld,%s,%.9g,%.3f\n", (long long)step, tag, value, wall_time());
+    if (!t->csv) return;
+    errno = 0;
+    int ok = fprintf(t->csv, "%lld,%s,%.9g,%.3f\n", (long long)step, tag, value, wall_time()) > 0;
+    check(t, t->csv, t->csv_path, ok);
 }
 
-void ct_tboard_flush(ct_tboard *t) {
-    if (t->events) fflush(t->events);
-    if (t->csv) fflush(t->csv);
+int ct_tboard_flush(ct_tboard *t) {
+    errno = 0;
+    if (t->events) check(t, t->events, t->path, fflush(t->events) == 0);
+    errno = 0;
+    if (t->csv) check(t, t->csv, t->csv_path, fflush(t->csv) == 0);
+    return t->failed ? CT_EIO : 0;
 }
 
 void ct_tboard_close(ct_tboard *t) {

@@ -148,11 +148,12 @@ int ct_train_save(ct_loop *L, int64_t next) {
         ct_opt_get_state(&L->opt, i, st.state[i]);
     }
     int rc = ct_ckpt_save(&st, o->checkpoint);
+    if (rc == CT_EIO) return ct_train_save_failed(next);
     if (!rc && o->keep > 0) {
         /* numbered copies FILE.<step>; the oldest beyond --keep go */
         char path[4200];
         snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)next);
-        rc = ct_ckpt_save(&st, path);
+        if ((rc = ct_ckpt_save(&st, path)) == CT_EIO) return ct_train_save_failed(next);
         if (L->n_kept == o->keep) {
             snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)L->kept[0]);
             unlink(path);
@@ -399,7 +400,7 @@ static int check_opts(const ct_train_opts *o) {
     if (!(o->label_smoothing >= 0 && o->label_smoothing < 1))
         return ct_fail(CT_EINPUT, "--label-smoothing %g: expected a number in [0, 1), e.g. 0.1", o->label_smoothing);
     if (o->optim.kind < 0 || o->optim.kind >= CT_OPT_COUNT) return ct_fail(CT_EINPUT, "optimizer kind %d: unknown", o->optim.kind);
-    return 0;
+    return ct_train_check_files(o);
 }
 
 static void release(ct_loop *L) {

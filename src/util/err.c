@@ -31,6 +31,7 @@ const char *ct_err_name(int code) {
     case CT_ENAN: return "non-finite value";
     case CT_ENET: return "download failed";
     case CT_EINTR: return "interrupted";
+    case CT_EWRITE: return "write failed";
     default: return "error";
     }
 }
