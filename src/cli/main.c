@@ -50,6 +50,7 @@ static void usage(FILE *f) {
             "  --on-nan stop|skip      a NaN/Inf gradient stops training (exit 1) or skips the step [stop]\n"
             "  --schedule constant|step|cosine, --warmup N   learning-rate schedule [constant]\n"
             "  --label-smoothing E     train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]\n"
+            "  --tta none|flip         evaluation: average the logits of each image and its mirror [none]\n"
             "  --augment none|basic|full  (cifar) crop+flip, + brightness/contrast; always standardised [full]\n"
             "  --labels fine|coarse    (cifar100) which labels [fine]\n"
             "  --logdir DIR            write DIR/metrics.csv and a TensorBoard event file\n"
@@ -94,7 +95,7 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
-       O_SMOOTH };
+       O_SMOOTH, O_TTA };
 
 const char *g_confusion_png, *g_augment = "full", *g_labels = "fine";
 int g_size, g_channels, g_strict, g_top = 5;
@@ -121,7 +122,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"bucket-mb", required_argument, 0, O_BUCKET}, {"size", required_argument, 0, O_SIZE},
         {"channels", required_argument, 0, O_CHANNELS}, {"val-split", required_argument, 0, O_VALSPLIT},
         {"strict", no_argument, 0, O_STRICT}, {"top", required_argument, 0, O_TOP},
-        {"label-smoothing", required_argument, 0, O_SMOOTH},
+        {"label-smoothing", required_argument, 0, O_SMOOTH}, {"tta", required_argument, 0, O_TTA},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c, lr_set = 0;
     long l;
@@ -201,6 +202,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
                 rc = ct_fail(CT_EINPUT, "--label-smoothing %s: expected a number in [0, 1), e.g. 0.1", optarg);
             if (!rc) o->label_smoothing = (float)d;
             break;
+        case O_TTA: rc = ct_tta_parse(optarg, &o->tta); break;
         case O_TOP: if (!(rc = cli_parse_int("top", optarg, 1, 1000, &l))) g_top = (int)l; break;
         case O_IOLAT: if (!(rc = cli_parse_int("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
