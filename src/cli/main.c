@@ -51,7 +51,8 @@ static void usage(FILE *f) {
             "  --schedule constant|step|cosine, --warmup N   learning-rate schedule [constant]\n"
             "  --label-smoothing E     train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]\n"
             "  --tta none|flip         evaluation: average the logits of each image and its mirror [none]\n"
-            "  --augment none|basic|full  (cifar) crop+flip, + brightness/contrast; always standardised [full]\n"
+            "  --augment none|basic|full  crop+flip, + brightness/contrast [cifar: full, always standardised;\n"
+            "                          images: basic; a random-resized crop above 32x32]\n"
             "  --labels fine|coarse    (cifar100) which labels [fine]\n"
             "  --logdir DIR            write DIR/metrics.csv and a TensorBoard event file\n"
             "  --size S, --channels 1|3  (images, pack) decode and resize to SxS, grey or RGB [64, 3]\n"
@@ -97,7 +98,7 @@ enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVA
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
        O_SMOOTH, O_TTA };
 
-const char *g_confusion_png, *g_augment = "full", *g_labels = "fine";
+const char *g_confusion_png, *g_augment, *g_labels = "fine"; /* g_augment NULL: the command's default */
 int g_size, g_channels, g_strict, g_top = 5;
 double g_val_split = 0.1;
 
@@ -264,6 +265,7 @@ static int cmd_cifar(int argc, char **argv, int kind) {
     int rc = cli_parse_train(argc, argv, &o, &data);
     if (rc) return cli_fail(rc);
     ct_cifar_ctx tctx = {NULL, ct_augment_default(CT_AUG_FULL)}, ectx = {NULL, ct_augment_default(CT_AUG_NONE)};
+    if (!g_augment) g_augment = "full";
     if ((rc = ct_augment_parse(&tctx.aug, g_augment)) || (rc = ct_augment_check(&tctx.aug))) return cli_fail(rc);
     if ((rc = cli_check_model(&o))) return cli_fail(rc);
     if (!data) data = kind == 10 ? "datasets/cifar10" : "datasets/cifar100";
