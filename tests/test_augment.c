@@ -473,6 +473,45 @@ static void test_augsrc(void **state) {
     assert_int_equal(ct_augsrc_init(&s1, &c1, &inner, &bad), CT_EINPUT);
 }
 
+/* Cutout: after everything else, an N x N square (clipped at the border)
+ * is zero and the rest equals the augmentation without cutout; the square's
+ * centre is the last draw. */
+static void test_cutout(void **state) {
+    (void)state;
+    enum { S = 16, C = 3, N = S * S * C, Q = 6 };
+    uint8_t img[N];
+    float a[N], b[N];
+    rand_bytes(img, N, 8);
+    int clipped = 0;
+    for (uint64_t k = 0; k < 40; k++) {
+        ct_augment au = ct_augment_default(CT_AUG_FULL);
+        ct_rng r1 = ct_rng_make(2, 3, k), r2 = ct_rng_make(2, 3, k);
+        ct_augment_apply(&au, img, S, S, C, a, &r1);
+        au.cutout = Q;
+        ct_augment_apply(&au, img, S, S, C, b, &r2);
+        int cy = (int)ct_rng_below(&r1, S) - Q / 2, cx = (int)ct_rng_below(&r1, S) - Q / 2, zeros = 0;
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++)
+                for (int ch = 0; ch < C; ch++) {
+                    int in = y >= cy && y < cy + Q && x >= cx && x < cx + Q;
+                    float want = in ? 0.0f : a[(y * S + x) * C + ch];
+                    assert_true(b[(y * S + x) * C + ch] == want);
+                    zeros += in;
+                }
+        clipped += zeros < Q * Q * C;
+        assert_true(zeros > 0);
+    }
+    assert_true(clipped > 0 && clipped < 40);
+    ct_augment au = ct_augment_default(CT_AUG_NONE);
+    au.cutout = Q; /* evaluation: never */
+    ct_augment_apply(&au, img, S, S, C, b, NULL);
+    ct_augment_apply(&(ct_augment){ct_augment_default(CT_AUG_NONE).level, 4, 63.0f / 255, 0.2f, 1.8f, 1, 0, 0, 0}, img, S, S,
+                     C, a, NULL);
+    assert_memory_equal(a, b, sizeof a);
+    au.cutout = -1;
+    assert_int_equal(ct_augment_check(&au), CT_EINPUT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flip),
@@ -485,6 +524,7 @@ int main(void) {
         cmocka_unit_test(test_float_path_matches),
         cmocka_unit_test(test_resized_crop),
         cmocka_unit_test(test_augsrc),
+        cmocka_unit_test(test_cutout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@ typedef struct ct_augment {
     int standardize;      /* 1: (x - mean) / max(stddev, 1/sqrt(h*w*c)) over the whole image */
     int resized_crop;     /* 1 (image sets larger than 32x32): random-resized crop instead of the padded crop */
     float scale_lo;       /* resized crop: area share uniform in [scale_lo, 1], aspect ratio log-uniform in [3/4, 4/3] */
+    int cutout;           /* > 0 (training only): zero a cutout x cutout square centred on a uniform pixel, last */
 } ct_augment;
 
 /* The tutorial's settings at `level`: pad 4, brightness 63/255, contrast
@@ -52,7 +53,7 @@ void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int
  * file or a shard record): src and dst are h*w*c floats, HWC, distinct.
  * Random numbers in this order: the crop (padded: dy, dx; resized: area,
  * log-ratio per attempt, up to 10 attempts, then y0, x0), flip, brightness,
- * contrast. With resized_crop = 0 it gives the bits ct_augment_apply gives
+ * contrast, then the cutout centre (y, x) when cutout > 0. With resized_crop = 0 it gives the bits ct_augment_apply gives
  * for src = bytes / 255. */
 void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int c, float *dst, ct_rng *rng);
 

@@ -111,6 +111,7 @@ int cmd_images(int argc, char **argv) {
     o.class_names = s.ds[0].class_names;
     /* augmentation in the producers, on the decoded (or read) image */
     ct_augment aug = ct_augment_images(CT_AUG_BASIC, s.ds[0].h);
+    aug.cutout = g_cutout;
     ct_augsrc_ctx actx;
     ct_source asrc;
     if ((g_augment && (rc = ct_augment_parse(&aug, g_augment))) || (rc = ct_augsrc_init(&asrc, &actx, &s.src[0], &aug))) {

@@ -50,6 +50,8 @@ int ct_augment_check(const ct_augment *a) {
         return ct_fail(CT_EINPUT, "augment: crop padding %d; use 0..1024 pixels (4 for 32x32 images)", a->pad);
     if (!isfinite(a->max_brightness) || a->max_brightness < 0)
         return ct_fail(CT_EINPUT, "augment: max brightness %g; use a finite value >= 0 (63/255)", a->max_brightness);
+    if (a->cutout < 0 || a->cutout > 4096)
+        return ct_fail(CT_EINPUT, "--cutout %d: use 0 (off) .. 4096 pixels (8 to 16 for 32x32 images)", a->cutout);
     if (a->resized_crop && (!isfinite(a->scale_lo) || a->scale_lo <= 0 || a->scale_lo > 1))
         return ct_fail(CT_EINPUT, "augment: resized-crop area share %g; use 0 < share <= 1 (0.25)", a->scale_lo);
     if (!isfinite(a->contrast_lo) || !isfinite(a->contrast_hi) || a->contrast_lo < 0 || a->contrast_lo > a->contrast_hi)
@@ -136,6 +138,13 @@ static void finish(const ct_augment *a, float *dst, int h, int w, int c, ct_rng 
         }
     }
     if (a->standardize) ct_augment_standardize(dst, n);
+    if (a->level != CT_AUG_NONE && a->cutout > 0) {
+        /* DeVries & Taylor 2017: the square may hang over the border; zero after standardising */
+        int cy = (int)ct_rng_below(rng, (uint32_t)h) - a->cutout / 2, cx = (int)ct_rng_below(rng, (uint32_t)w) - a->cutout / 2;
+        for (int y = cy < 0 ? 0 : cy; y < cy + a->cutout && y < h; y++)
+            for (int x = cx < 0 ? 0 : cx; x < cx + a->cutout && x < w; x++)
+                memset(dst + ((size_t)y * w + x) * c, 0, sizeof *dst * (size_t)c);
+    }
 }
 
 void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int c, float *dst, ct_rng *rng) {
