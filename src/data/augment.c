@@ -180,20 +180,24 @@ void ct_augment_rrc_window(const ct_augment *a, int h, int w, ct_rng *rng, int *
     *cw = w;
 }
 
+/* Output index o of n, sampled from a window of `win` inputs: the two
+ * neighbours a, b (window coordinates) and the weight of b. */
+static float sample_at(int o, int n, int win, int *a, int *b) {
+    double s = ((double)o + 0.5) * win / n - 0.5;
+    if (s < 0) s = 0;
+    if (s > win - 1) s = win - 1;
+    *a = (int)s;
+    *b = *a + 1 < win ? *a + 1 : *a;
+    return (float)(s - *a);
+}
+
 void ct_augment_resize_window(float *dst, const float *src, int h, int w, int c, int y0, int x0, int ch, int cw) {
     CT_ASSERT(y0 >= 0 && x0 >= 0 && ch >= 1 && cw >= 1 && y0 + ch <= h && x0 + cw <= w);
     for (int y = 0; y < h; y++) {
-        double sy = ((double)y + 0.5) * ch / h - 0.5;
-        if (sy < 0) sy = 0;
-        if (sy > ch - 1) sy = ch - 1;
-        int ya = (int)sy, yb = ya + 1 < ch ? ya + 1 : ya;
-        float fy = (float)(sy - ya);
+        int ya, yb, xa, xb;
+        float fy = sample_at(y, h, ch, &ya, &yb);
         for (int x = 0; x < w; x++) {
-            double sx = ((double)x + 0.5) * cw / w - 0.5;
-            if (sx < 0) sx = 0;
-            if (sx > cw - 1) sx = cw - 1;
-            int xa = (int)sx, xb = xa + 1 < cw ? xa + 1 : xa;
-            float fx = (float)(sx - xa);
+            float fx = sample_at(x, w, cw, &xa, &xb);
             const float *p00 = src + ((size_t)(y0 + ya) * w + x0 + xa) * c, *p01 = src + ((size_t)(y0 + ya) * w + x0 + xb) * c;
             const float *p10 = src + ((size_t)(y0 + yb) * w + x0 + xa) * c, *p11 = src + ((size_t)(y0 + yb) * w + x0 + xb) * c;
             float *o = dst + ((size_t)y * w + x) * c;
