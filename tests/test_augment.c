@@ -357,6 +357,161 @@ static void test_source_threads(void **state) {
     ct_dataset_free(&ds);
 }
 
+/* The float path with the padded crop makes the same bits as the byte path
+ * on bytes / 255, at every level, from the same random numbers. */
+static void test_float_path_matches(void **state) {
+    (void)state;
+    enum { H = 11, W = 9, C = 3, N = H * W * C };
+    uint8_t img[N];
+    float f[N], a[N], b[N];
+    rand_bytes(img, N, 5);
+    for (int i = 0; i < N; i++) f[i] = (float)img[i] * K255;
+    for (int level = 0; level <= 2; level++)
+        for (int std = 0; std <= 1; std++)
+            for (uint64_t k = 0; k < 20; k++) {
+                ct_augment au = ct_augment_default(level);
+                au.pad = 3;
+                au.standardize = std;
+                ct_rng r1 = ct_rng_make(9, 1, k), r2 = ct_rng_make(9, 1, k);
+                ct_augment_apply(&au, img, H, W, C, a, &r1);
+                ct_augment_apply_f(&au, f, H, W, C, b, &r2);
+                assert_memory_equal(a, b, sizeof a);
+                assert_int_equal(ct_rng_next(&r1), ct_rng_next(&r2)); /* the same draws were taken */
+            }
+}
+
+/* Random-resized crop: windows inside the image, area share and aspect ratio
+ * within the ranges (up to rounding), all of them reached; the whole-image
+ * window resizes to an exact copy; a linear ramp stays linear. */
+static void test_resized_crop(void **state) {
+    (void)state;
+    enum { S = 64, C = 2, N = S * S * C };
+    ct_augment au = ct_augment_images(CT_AUG_BASIC, S);
+    assert_int_equal(au.resized_crop, 1);
+    assert_int_equal(au.standardize, 0);
+    assert_int_equal(ct_augment_check(&au), 0);
+    ct_augment small = ct_augment_images(CT_AUG_BASIC, 32);
+    assert_int_equal(small.resized_crop, 0);
+    assert_int_equal(small.pad, 4);
+    assert_int_equal(ct_augment_images(CT_AUG_BASIC, 8).pad, 1);
+    double min_share = 1, max_share = 0, min_ratio = 9, max_ratio = 0;
+    for (uint64_t k = 0; k < 2000; k++) {
+        ct_rng r = ct_rng_make(4, 2, k);
+        int y0, x0, ch, cw;
+        ct_augment_rrc_window(&au, S, S, &r, &y0, &x0, &ch, &cw);
+        assert_true(y0 >= 0 && x0 >= 0 && ch >= 1 && cw >= 1 && y0 + ch <= S && x0 + cw <= S);
+        double share = (double)ch * cw / (S * S), ratio = (double)cw / ch;
+        if (share < min_share) min_share = share;
+        if (share > max_share) max_share = share;
+        if (ratio < min_ratio) min_ratio = ratio;
+        if (ratio > max_ratio) max_ratio = ratio;
+    }
+    print_message("# 2000 windows: area share %.3f..%.3f, aspect %.3f..%.3f\n", min_share, max_share, min_ratio, max_ratio);
+    assert_true(min_share >= 0.25 * 0.9 && min_share < 0.3 && max_share > 0.9);
+    assert_true(min_ratio >= 0.75 * 0.95 && min_ratio < 0.8 && max_ratio <= 4.0 / 3 * 1.05 && max_ratio > 1.25);
+    static float src[N], dst[N];
+    for (int y = 0; y < S; y++)
+        for (int x = 0; x < S; x++) {
+            src[(y * S + x) * C] = (float)x / S;
+            src[(y * S + x) * C + 1] = (float)y / S;
+        }
+    ct_augment_resize_window(dst, src, S, S, C, 0, 0, S, S);
+    assert_memory_equal(dst, src, sizeof src);
+    /* a 32x16 window at (8, 20) stretched to 64x64: x' = 20 + (x + 0.5) * 16/64 - 0.5 inside the clamp */
+    ct_augment_resize_window(dst, src, S, S, C, 8, 20, 32, 16);
+    for (int y = 2; y < S - 2; y++)
+        for (int x = 2; x < S - 2; x++) {
+            double wx = (20 + (x + 0.5) * 16.0 / S - 0.5) / S, wy = (8 + (y + 0.5) * 32.0 / S - 0.5) / S;
+            assert_true(fabs(dst[(y * S + x) * C] - wx) < 1e-5);
+            assert_true(fabs(dst[(y * S + x) * C + 1] - wy) < 1e-5);
+        }
+    au.scale_lo = 0;
+    assert_int_equal(ct_augment_check(&au), CT_EINPUT);
+}
+
+/* The augmenting source: level none passes the inner source through
+ * untouched; basic is a function of (index, random numbers) only, differs
+ * from the plain image, and keeps the label. */
+typedef struct { float v[4 * 4 * 3]; } ramp_ctx;
+static int ramp_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *rng) {
+    (void)rng;
+    const ramp_ctx *c = ctx;
+    for (int i = 0; i < 48; i++) dst[i] = c->v[i] * (float)(index + 1) / 8;
+    *label = index % 3;
+    return 0;
+}
+
+static void test_augsrc(void **state) {
+    (void)state;
+    ramp_ctx rc;
+    for (int i = 0; i < 48; i++) rc.v[i] = (float)((i * 7) % 13) / 13;
+    ct_source inner = {.n = 5, .h = 4, .w = 4, .c = 3, .n_classes = 3, .ctx = &rc, .load = ramp_load};
+    ct_augment none = ct_augment_images(CT_AUG_NONE, 4), basic = ct_augment_images(CT_AUG_BASIC, 4);
+    ct_augsrc_ctx c0, c1;
+    ct_source s0, s1;
+    assert_int_equal(ct_augsrc_init(&s0, &c0, &inner, &none), 0);
+    assert_int_equal(ct_augsrc_init(&s1, &c1, &inner, &basic), 0);
+    assert_int_equal(s1.n, 5);
+    assert_int_equal(s1.h * s1.w * s1.c, 48);
+    float plain[48], a[48], b[48];
+    int32_t l0, l1, l2;
+    int differ = 0;
+    for (int i = 0; i < 5; i++) {
+        ct_rng r0 = ct_rng_make(1, 0, (uint64_t)i), r1 = ct_rng_make(1, 0, (uint64_t)i), r2 = ct_rng_make(1, 0, (uint64_t)i);
+        assert_int_equal(ramp_load(&rc, i, plain, &l0, NULL), 0);
+        assert_int_equal(s0.load(s0.ctx, i, a, &l1, &r0), 0);
+        assert_memory_equal(a, plain, sizeof a);
+        assert_int_equal(s1.load(s1.ctx, i, a, &l1, &r1), 0);
+        assert_int_equal(s1.load(s1.ctx, i, b, &l2, &r2), 0);
+        assert_memory_equal(a, b, sizeof a);
+        assert_int_equal(l1, l0);
+        differ += memcmp(a, plain, sizeof a) != 0;
+    }
+    assert_true(differ >= 3);
+    ct_augment bad = basic;
+    bad.level = 7;
+    assert_int_equal(ct_augsrc_init(&s1, &c1, &inner, &bad), CT_EINPUT);
+}
+
+/* Cutout: after everything else, an N x N square (clipped at the border)
+ * is zero and the rest equals the augmentation without cutout; the square's
+ * centre is the last draw. */
+static void test_cutout(void **state) {
+    (void)state;
+    enum { S = 16, C = 3, N = S * S * C, Q = 6 };
+    uint8_t img[N];
+    float a[N], b[N];
+    rand_bytes(img, N, 8);
+    int clipped = 0;
+    for (uint64_t k = 0; k < 40; k++) {
+        ct_augment au = ct_augment_default(CT_AUG_FULL);
+        ct_rng r1 = ct_rng_make(2, 3, k), r2 = ct_rng_make(2, 3, k);
+        ct_augment_apply(&au, img, S, S, C, a, &r1);
+        au.cutout = Q;
+        ct_augment_apply(&au, img, S, S, C, b, &r2);
+        int cy = (int)ct_rng_below(&r1, S) - Q / 2, cx = (int)ct_rng_below(&r1, S) - Q / 2, zeros = 0;
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++)
+                for (int ch = 0; ch < C; ch++) {
+                    int in = y >= cy && y < cy + Q && x >= cx && x < cx + Q;
+                    float want = in ? 0.0f : a[(y * S + x) * C + ch];
+                    assert_true(b[(y * S + x) * C + ch] == want);
+                    zeros += in;
+                }
+        clipped += zeros < Q * Q * C;
+        assert_true(zeros > 0);
+    }
+    assert_true(clipped > 0 && clipped < 40);
+    ct_augment au = ct_augment_default(CT_AUG_NONE);
+    au.cutout = Q; /* evaluation: never */
+    ct_augment_apply(&au, img, S, S, C, b, NULL);
+    ct_augment_apply(&(ct_augment){ct_augment_default(CT_AUG_NONE).level, 4, 63.0f / 255, 0.2f, 1.8f, 1, 0, 0, 0}, img, S, S,
+                     C, a, NULL);
+    assert_memory_equal(a, b, sizeof a);
+    au.cutout = -1;
+    assert_int_equal(ct_augment_check(&au), CT_EINPUT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flip),
@@ -366,6 +521,10 @@ int main(void) {
         cmocka_unit_test(test_draw_order_and_effects),
         cmocka_unit_test(test_settings),
         cmocka_unit_test(test_source_threads),
+        cmocka_unit_test(test_float_path_matches),
+        cmocka_unit_test(test_resized_crop),
+        cmocka_unit_test(test_augsrc),
+        cmocka_unit_test(test_cutout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

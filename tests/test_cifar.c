@@ -306,7 +306,8 @@ static void test_cifar10_damage(void **state) {
     assert_int_equal(unlink(p), 0);
     snprintf(p, sizeof p, "%s/test_batch.bin", dir);
     assert_int_equal(unlink(p), 0);
-    expect_fail(CT_EINPUT, dir, 10, 0, 0, "missing data_batch_4.bin, test_batch.bin;", "data_batch_1.bin .. data_batch_5.bin");
+    expect_fail(CT_EINPUT, dir, 10, 0, 0, "holds only 4 of the 6 CIFAR-10 files it needs (missing data_batch_4.bin, "
+                "test_batch.bin)", "data_batch_1.bin .. data_batch_5.bin");
     const char *msg = ct_last_error();
     assert_non_null(strstr(msg, dir));
     assert_non_null(strstr(msg, "cifar-10-binary.tar.gz"));
@@ -315,6 +316,10 @@ static void test_cifar10_damage(void **state) {
     /* a folder named like a batch counts as missing */
     assert_int_equal(mkdir(p, 0755), 0);
     expect_fail(CT_EINPUT, dir, 10, 0, 0, "test_batch.bin", NULL);
+    /* some batches there and downloading allowed: still one line, nothing fetched */
+    setenv("CLTRAIN_CIFAR_MIRROR", "http://127.0.0.1:9/", 1);
+    expect_fail(CT_EINPUT, dir, 10, 0, 1, "holds only 4 of the 6", NULL);
+    unsetenv("CLTRAIN_CIFAR_MIRROR");
     /* nothing there at all */
     snprintf(p, sizeof p, "%s/nowhere", dir);
     expect_fail(CT_EINPUT, p, 10, 0, 0, "nowhere: missing data_batch_1.bin", NULL);
@@ -324,6 +329,44 @@ static void test_cifar10_damage(void **state) {
 /* One byte flipped anywhere: a pixel flip changes exactly that pixel, a label
  * flip changes that label or is rejected naming the file and record. Cuts
  * anywhere: a whole number of records loads, anything else is rejected. */
+/* One set's files given to the other: a folder of CIFAR-100 files to cifar10
+ * and the reverse are named as such; a CIFAR-100 file under a CIFAR-10 name
+ * (or the reverse) whose size fits both record sizes fails on its labels with
+ * a hint at the other set. Nothing is downloaded. */
+static void test_wrong_set(void **state) {
+    (void)state;
+    char dir[300], p[512];
+    fresh_dir(dir, sizeof dir);
+    setenv("CLTRAIN_CIFAR_MIRROR", "http://127.0.0.1:9/", 1);
+    snprintf(p, sizeof p, "%s/train.bin", dir);
+    write_records(p, 0, 8, 2);
+    snprintf(p, sizeof p, "%s/test.bin", dir);
+    write_records(p, TEST_FIRST, 8, 2);
+    expect_fail(CT_EINPUT, dir, 10, 0, 1, "holds the CIFAR-100 files (train.bin and test.bin), not CIFAR-10",
+                "cltrain cifar100");
+    char dir2[300];
+    fresh_dir(dir2, sizeof dir2);
+    write_c10(dir2, 0);
+    expect_fail(CT_EINPUT, dir2, 100, 1, 1, "holds the CIFAR-10 files", "cltrain cifar10");
+    /* 3073 records of 3074 bytes are also 3074 records of 3073 bytes */
+    snprintf(p, sizeof p, "%s/data_batch_1.bin", dir2);
+    write_records(p, 0, 3073, 2);
+    expect_fail(CT_EINPUT, dir2, 10, 0, 0, "data_batch_1.bin: record", "a CIFAR-100 file?");
+    write_records(p, 0, NB, 1);
+    char dir3[300];
+    fresh_dir(dir3, sizeof dir3);
+    snprintf(p, sizeof p, "%s/train.bin", dir3);
+    size_t size;
+    uint8_t *buf = make_records(0, 3074, 1, &size);
+    for (int r = 0; r < 3074; r++) buf[(size_t)r * REC10] = 30; /* read as CIFAR-100: coarse label 30 */
+    ct_write_file(p, buf, size);
+    free(buf);
+    snprintf(p, sizeof p, "%s/test.bin", dir3);
+    write_records(p, TEST_FIRST, 8, 2);
+    expect_fail(CT_EINPUT, dir3, 100, 1, 0, "train.bin: record 0 has coarse label 30", "a CIFAR-10 batch?");
+    unsetenv("CLTRAIN_CIFAR_MIRROR");
+}
+
 static void test_byte_flips_and_cuts(void **state) {
     (void)state;
     char dir[300], p[512];
@@ -631,6 +674,7 @@ int main(void) {
         cmocka_unit_test(test_cifar10_load),
         cmocka_unit_test(test_cifar100_load),
         cmocka_unit_test(test_cifar10_damage),
+        cmocka_unit_test(test_wrong_set),
         cmocka_unit_test(test_byte_flips_and_cuts),
         cmocka_unit_test(test_download_unreachable),
         cmocka_unit_test(test_tar_refuses_escapes),

@@ -20,11 +20,20 @@ typedef struct ct_augment {
     float max_brightness; /* delta uniform in [-max, max], in [0,1] units (63/255) */
     float contrast_lo, contrast_hi; /* contrast factor uniform in [lo, hi) (0.2, 1.8) */
     int standardize;      /* 1: (x - mean) / max(stddev, 1/sqrt(h*w*c)) over the whole image */
+    int resized_crop;     /* 1 (image sets larger than 32x32): random-resized crop instead of the padded crop */
+    float scale_lo;       /* resized crop: area share uniform in [scale_lo, 1], aspect ratio log-uniform in [3/4, 4/3] */
+    int cutout;           /* > 0 (training only): zero a cutout x cutout square centred on a uniform pixel, last */
 } ct_augment;
 
 /* The tutorial's settings at `level`: pad 4, brightness 63/255, contrast
  * 0.2..1.8, standardize 1. */
 ct_augment ct_augment_default(int level);
+
+/* The settings for image folders, shards and TFRecord sets of side `size`:
+ * no standardisation (x/255, as evaluation sees them); for size > 32 a
+ * random-resized crop (area 25-100%, aspect 3/4-4/3, bilinear back to
+ * size x size), else the padded crop with pad = size/8 (at least 1). */
+ct_augment ct_augment_images(int level, int size);
 
 /* Parse "none" | "basic" | "full" (or "0" | "1" | "2") into a->level,
  * keeping the other fields. CT_EINPUT with a message listing the choices. */
@@ -40,7 +49,21 @@ int ct_augment_check(const ct_augment *a);
  * and may be NULL. a must pass ct_augment_check (checked: a bad one aborts). */
 void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int c, float *dst, ct_rng *rng);
 
+/* The same on an image that is already floats in [0, 1] (a decoded image
+ * file or a shard record): src and dst are h*w*c floats, HWC, distinct.
+ * Random numbers in this order: the crop (padded: dy, dx; resized: area,
+ * log-ratio per attempt, up to 10 attempts, then y0, x0), flip, brightness,
+ * contrast, then the cutout centre (y, x) when cutout > 0. With resized_crop = 0 it gives the bits ct_augment_apply gives
+ * for src = bytes / 255. */
+void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int c, float *dst, ct_rng *rng);
+
 /* The steps, exposed for tests and for other pipelines. */
+/* The random-resized crop's window for an h x w image: rows y0..y0+ch-1,
+ * columns x0..x0+cw-1, drawn as torchvision's RandomResizedCrop does (10
+ * attempts, then the whole image). */
+void ct_augment_rrc_window(const ct_augment *a, int h, int w, ct_rng *rng, int *y0, int *x0, int *ch, int *cw);
+/* dst (h x w) = the window of src resized bilinearly (pixel centres aligned, edges clamped). */
+void ct_augment_resize_window(float *dst, const float *src, int h, int w, int c, int y0, int x0, int ch, int cw);
 /* dst[y][x] = padded[y + dy][x + dx] / 255, where padded is src with `pad`
  * zero pixels on every side; 0 <= dy, dx <= 2 * pad. */
 void ct_augment_crop(float *dst, const uint8_t *src, int h, int w, int c, int pad, int dy, int dx);
@@ -48,5 +71,17 @@ void ct_augment_crop(float *dst, const uint8_t *src, int h, int w, int c, int pa
 void ct_augment_flip(float *img, int h, int w, int c);
 /* Per-image standardization in place over all n = h*w*c values (sums in double). */
 void ct_augment_standardize(float *img, size_t n);
+
+/* A ct_source that augments another one's samples: inner.load gives floats
+ * in [0, 1] (image folders, shards, TFRecord), then ct_augment_apply_f with
+ * this source's random numbers, which come only from (seed, epoch, index),
+ * so any producer count makes the same batches. inner is copied. */
+struct ct_source;
+typedef struct ct_augsrc_ctx {
+    const struct ct_source *inner;
+    ct_augment aug;
+} ct_augsrc_ctx;
+/* Fill src to read inner through ctx (which must outlive src). CT_EINPUT if aug fails ct_augment_check. */
+int ct_augsrc_init(struct ct_source *src, ct_augsrc_ctx *ctx, const struct ct_source *inner, const ct_augment *aug);
 
 #endif

@@ -45,10 +45,15 @@ typedef struct ct_train_opts {
     int fit_model;         /* fit the model's input shape and classes to the data (ct_model_load_shaped) */
     char **class_names;    /* stored in checkpoints (image folders: `cltrain predict` needs them) */
     size_t bucket_bytes;   /* data-parallel: gradient all-reduce bucket size (0: 1 MiB) */
+    int tta;               /* --tta none|flip: test-time augmentation at evaluation */
 } ct_train_opts;
 
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
 #define CT_BATCH_MAX 4096  /* --batch-size and checkpoints: ct_model_read_results reads at most this many */
+/* Test-time augmentation: none, or the logits of each image and its mirror averaged. */
+enum { CT_TTA_NONE, CT_TTA_FLIP };
+/* Parse "none" | "flip" for --tta; CT_EINPUT with a one-line message otherwise. */
+int ct_tta_parse(const char *s, int *tta);
 
 typedef struct ct_eval_result {
     int n, correct;
@@ -95,8 +100,10 @@ void ct_dataset_source(ct_source *src, const ct_dataset *ds, const float *scale_
 /* Train opts->model on train, evaluate on test after each epoch. Prints progress to out. */
 int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out);
 /* Evaluate on ds with the model's current weights: bytes * scale + shift, or
- * through src when it is not NULL. res->confusion is allocated. */
-int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int limit, float scale, float shift,
+ * through src when it is not NULL; tta CT_TTA_FLIP averages the logits of
+ * each image and its left-right mirror (the loss is that of the average).
+ * res->confusion is allocated. */
+int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int limit, float scale, float shift, int tta,
                 ct_eval_result *res);
 void ct_eval_print(const ct_eval_result *r, char **class_names, FILE *out, int confusion);
 void ct_eval_free(ct_eval_result *r);

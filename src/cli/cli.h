@@ -16,7 +16,7 @@ int train_exit(int rc, const ct_train_result *res);
 /* Load --model once and drop it, so a bad one fails before seconds of data loading. */
 int cli_check_model(const ct_train_opts *o);
 extern const char *g_confusion_png, *g_augment, *g_labels;
-extern int g_size, g_channels, g_strict, g_top;
+extern int g_size, g_channels, g_strict, g_top, g_cutout;
 extern double g_val_split;
 
 /* An image data set for training or evaluation: a folder of class folders

@@ -98,7 +98,7 @@ int cmd_eval(int argc, char **argv) {
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         ct_eval_result ev;
-        rc = ct_evaluate(&m, &test, cifar || images ? &esrc : NULL, o.limit_test, o.scale, o.shift, &ev);
+        rc = ct_evaluate(&m, &test, cifar || images ? &esrc : NULL, o.limit_test, o.scale, o.shift, o.tta, &ev);
         printf("%s: model %s, %d parameters, trained %lld steps on %s\n", path, ck.model_name, (int)ck.n_params,
                (long long)ck.next_batch, cifar == 100 && ck.data.classes == 20 ? "cifar100-coarse" : ds);
         ct_eval_print(&ev, test.class_names, stdout, 1);

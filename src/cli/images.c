@@ -113,7 +113,16 @@ int cmd_images(int argc, char **argv) {
     o.data_split = s.shards || tf.n_test ? 0.0 : g_val_split;
     o.data_dir = dir;
     o.class_names = s.ds[0].class_names;
-    o.train_src = &s.src[0];
+    /* augmentation in the producers, on the decoded (or read) image */
+    ct_augment aug = ct_augment_images(CT_AUG_BASIC, s.ds[0].h);
+    aug.cutout = g_cutout;
+    ct_augsrc_ctx actx;
+    ct_source asrc;
+    if ((g_augment && (rc = ct_augment_parse(&aug, g_augment))) || (rc = ct_augsrc_init(&asrc, &actx, &s.src[0], &aug))) {
+        cli_imageset_close(&s);
+        return cli_fail(rc);
+    }
+    o.train_src = &asrc;
     o.eval_src = s.ds[1].n ? &s.src[1] : NULL;
     if (!o.quiet) {
         printf("images: %d training and %d test images, %d classes, from %s (%s %dx%dx%d; scanned in %.2f s)", s.ds[0].n,
@@ -122,7 +131,10 @@ int cmd_images(int argc, char **argv) {
         if (s.tfrecord && tf.n_train > 1) printf(" and %d more file%s", tf.n_train + tf.n_test - 1, tf.n_train + tf.n_test > 2 ? "s" : "");
         if (!s.shards && !s.dir.folders && !tf.n_test) printf(", %.0f%% of each class held out", 100 * g_val_split);
         if (s.dir.skipped) printf(", %d unreadable file%s skipped", s.dir.skipped, s.dir.skipped == 1 ? "" : "s");
-        printf("\n");
+        static const char *const levels[] = {"none", "basic", "full"};
+        printf("; augmentation %s%s%s\n", levels[aug.level],
+               aug.level == CT_AUG_NONE ? "" : aug.resized_crop ? " (random-resized crop, flip" : " (padded crop, flip",
+               aug.level == CT_AUG_NONE ? "" : aug.level == CT_AUG_FULL ? ", brightness, contrast)" : ")");
     }
     ct_train_result res;
     rc = ct_train(&o, &s.ds[0], s.ds[1].n ? &s.ds[1] : NULL, &res, stdout);

@@ -56,7 +56,10 @@ static void usage(FILE *f) {
             "  --on-nan stop|skip      a NaN/Inf gradient stops training (exit 1) or skips the step [stop]\n"
             "  --schedule constant|step|cosine, --warmup N   learning-rate schedule [constant]\n"
             "  --label-smoothing E     train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]\n"
-            "  --augment none|basic|full  (cifar) crop+flip, + brightness/contrast; always standardised [full]\n"
+            "  --tta none|flip         evaluation: average the logits of each image and its mirror [none]\n"
+            "  --augment none|basic|full  crop+flip, + brightness/contrast [cifar: full, always standardised;\n"
+            "                          images: basic; a random-resized crop above 32x32]\n"
+            "  --cutout N              after augmenting, zero an NxN square at a random centre [0: off]\n"
             "  --labels fine|coarse    (cifar100) which labels [fine]\n"
             "  --logdir DIR            write DIR/metrics.csv and a TensorBoard event file\n"
             "  --size S, --channels 1|3  (images, pack) decode and resize to SxS, grey or RGB [64, 3]\n"
@@ -104,10 +107,10 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
-       O_SMOOTH };
+       O_SMOOTH, O_TTA, O_CUTOUT };
 
-const char *g_confusion_png, *g_augment = "full", *g_labels = "fine";
-int g_size, g_channels, g_strict, g_top = 5;
+const char *g_confusion_png, *g_augment, *g_labels = "fine"; /* g_augment NULL: the command's default */
+int g_size, g_channels, g_strict, g_top = 5, g_cutout;
 double g_val_split = 0.1;
 
 int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) {
@@ -131,7 +134,8 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"bucket-mb", required_argument, 0, O_BUCKET}, {"size", required_argument, 0, O_SIZE},
         {"channels", required_argument, 0, O_CHANNELS}, {"val-split", required_argument, 0, O_VALSPLIT},
         {"strict", no_argument, 0, O_STRICT}, {"top", required_argument, 0, O_TOP},
-        {"label-smoothing", required_argument, 0, O_SMOOTH},
+        {"label-smoothing", required_argument, 0, O_SMOOTH}, {"tta", required_argument, 0, O_TTA},
+        {"cutout", required_argument, 0, O_CUTOUT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     long l;
@@ -210,6 +214,8 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
                 rc = ct_fail(CT_EINPUT, "--label-smoothing %s: expected a number in [0, 1), e.g. 0.1", optarg);
             if (!rc) o->label_smoothing = (float)d;
             break;
+        case O_TTA: rc = ct_tta_parse(optarg, &o->tta); break;
+        case O_CUTOUT: if (!(rc = cli_parse_int("cutout", optarg, 0, 4096, &l))) g_cutout = (int)l; break;
         case O_TOP: if (!(rc = cli_parse_int("top", optarg, 1, 1000, &l))) g_top = (int)l; break;
         case O_IOLAT: if (!(rc = cli_parse_int("io-latency-us", optarg, 0, 10000000, &l))) o->io_latency_us = (int)l; break;
         case 'h': usage(stdout); exit(0);
@@ -271,6 +277,8 @@ static int cmd_cifar(int argc, char **argv, int kind) {
     int rc = cli_parse_train(argc, argv, &o, &data);
     if (rc) return cli_fail(rc);
     ct_cifar_ctx tctx = {NULL, ct_augment_default(CT_AUG_FULL)}, ectx = {NULL, ct_augment_default(CT_AUG_NONE)};
+    if (!g_augment) g_augment = "full";
+    tctx.aug.cutout = g_cutout;
     if ((rc = ct_augment_parse(&tctx.aug, g_augment)) || (rc = ct_augment_check(&tctx.aug))) return cli_fail(rc);
     if ((rc = cli_check_model(&o))) return cli_fail(rc);
     if (!data) data = kind == 10 ? "datasets/cifar10" : "datasets/cifar100";

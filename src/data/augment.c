@@ -16,6 +16,19 @@ ct_augment ct_augment_default(int level) {
     return a;
 }
 
+ct_augment ct_augment_images(int level, int size) {
+    ct_augment a = ct_augment_default(level);
+    a.standardize = 0;
+    if (size > 32) {
+        a.resized_crop = 1;
+        a.scale_lo = 0.25f;
+        a.pad = 0;
+    } else {
+        a.pad = size / 8 > 1 ? size / 8 : 1;
+    }
+    return a;
+}
+
 int ct_augment_parse(ct_augment *a, const char *s) {
     static const char *const names[3] = {"none", "basic", "full"};
     CT_ASSERT(a);
@@ -37,6 +50,10 @@ int ct_augment_check(const ct_augment *a) {
         return ct_fail(CT_EINPUT, "augment: crop padding %d; use 0..1024 pixels (4 for 32x32 images)", a->pad);
     if (!isfinite(a->max_brightness) || a->max_brightness < 0)
         return ct_fail(CT_EINPUT, "augment: max brightness %g; use a finite value >= 0 (63/255)", a->max_brightness);
+    if (a->cutout < 0 || a->cutout > 4096)
+        return ct_fail(CT_EINPUT, "--cutout %d: use 0 (off) .. 4096 pixels (8 to 16 for 32x32 images)", a->cutout);
+    if (a->resized_crop && (!isfinite(a->scale_lo) || a->scale_lo <= 0 || a->scale_lo > 1))
+        return ct_fail(CT_EINPUT, "augment: resized-crop area share %g; use 0 < share <= 1 (0.25)", a->scale_lo);
     if (!isfinite(a->contrast_lo) || !isfinite(a->contrast_hi) || a->contrast_lo < 0 || a->contrast_lo > a->contrast_hi)
         return ct_fail(CT_EINPUT, "augment: contrast range [%g, %g]; use 0 <= lo <= hi (0.2, 1.8)",
                        a->contrast_lo, a->contrast_hi);
@@ -107,18 +124,11 @@ static void contrast(float *img, int h, int w, int c, float f) {
     }
 }
 
-void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int c, float *dst, ct_rng *rng) {
-    CT_ASSERT(a && src && dst && h > 0 && w > 0 && c > 0);
-    CT_ASSERT(ct_augment_check(a) == 0);
+/* The steps after the crop, in the order of the random numbers: flip, then (full) brightness and contrast. */
+static void finish(const ct_augment *a, float *dst, int h, int w, int c, ct_rng *rng) {
     size_t n = (size_t)h * w * c;
-    if (a->level == CT_AUG_NONE) {
-        ct_augment_crop(dst, src, h, w, c, 0, 0, 0);
-    } else {
-        CT_ASSERT(rng);
-        uint32_t span = 2u * (uint32_t)a->pad + 1;
-        int dy = (int)ct_rng_below(rng, span), dx = (int)ct_rng_below(rng, span);
+    if (a->level != CT_AUG_NONE) {
         int flip = (int)(ct_rng_next(rng) >> 63);
-        ct_augment_crop(dst, src, h, w, c, a->pad, dy, dx);
         if (flip) ct_augment_flip(dst, h, w, c);
         if (a->level == CT_AUG_FULL) {
             float delta = (2.0f * ct_rng_uniform(rng) - 1.0f) * a->max_brightness;
@@ -128,4 +138,99 @@ void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int
         }
     }
     if (a->standardize) ct_augment_standardize(dst, n);
+    if (a->level != CT_AUG_NONE && a->cutout > 0) {
+        /* DeVries & Taylor 2017: the square may hang over the border; zero after standardising */
+        int cy = (int)ct_rng_below(rng, (uint32_t)h) - a->cutout / 2, cx = (int)ct_rng_below(rng, (uint32_t)w) - a->cutout / 2;
+        for (int y = cy < 0 ? 0 : cy; y < cy + a->cutout && y < h; y++)
+            for (int x = cx < 0 ? 0 : cx; x < cx + a->cutout && x < w; x++)
+                memset(dst + ((size_t)y * w + x) * c, 0, sizeof *dst * (size_t)c);
+    }
+}
+
+void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int c, float *dst, ct_rng *rng) {
+    CT_ASSERT(a && src && dst && h > 0 && w > 0 && c > 0);
+    CT_ASSERT(ct_augment_check(a) == 0 && !a->resized_crop);
+    if (a->level == CT_AUG_NONE) {
+        ct_augment_crop(dst, src, h, w, c, 0, 0, 0);
+    } else {
+        CT_ASSERT(rng);
+        uint32_t span = 2u * (uint32_t)a->pad + 1;
+        int dy = (int)ct_rng_below(rng, span), dx = (int)ct_rng_below(rng, span);
+        ct_augment_crop(dst, src, h, w, c, a->pad, dy, dx);
+    }
+    finish(a, dst, h, w, c, rng);
+}
+
+void ct_augment_rrc_window(const ct_augment *a, int h, int w, ct_rng *rng, int *y0, int *x0, int *ch, int *cw) {
+    const double lo = log(3.0 / 4.0), hi = log(4.0 / 3.0), area = (double)h * w;
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * (a->scale_lo + (1.0 - a->scale_lo) * ct_rng_uniform(rng));
+        double ratio = exp(lo + (hi - lo) * ct_rng_uniform(rng));
+        int cwi = (int)lround(sqrt(target * ratio)), chi = (int)lround(sqrt(target / ratio));
+        if (cwi >= 1 && cwi <= w && chi >= 1 && chi <= h) {
+            *y0 = (int)ct_rng_below(rng, (uint32_t)(h - chi + 1));
+            *x0 = (int)ct_rng_below(rng, (uint32_t)(w - cwi + 1));
+            *ch = chi;
+            *cw = cwi;
+            return;
+        }
+    }
+    *y0 = *x0 = 0;
+    *ch = h;
+    *cw = w;
+}
+
+/* Output index o of n, sampled from a window of `win` inputs: the two
+ * neighbours a, b (window coordinates) and the weight of b. */
+static float sample_at(int o, int n, int win, int *a, int *b) {
+    double s = ((double)o + 0.5) * win / n - 0.5;
+    if (s < 0) s = 0;
+    if (s > win - 1) s = win - 1;
+    *a = (int)s;
+    *b = *a + 1 < win ? *a + 1 : *a;
+    return (float)(s - *a);
+}
+
+void ct_augment_resize_window(float *dst, const float *src, int h, int w, int c, int y0, int x0, int ch, int cw) {
+    CT_ASSERT(y0 >= 0 && x0 >= 0 && ch >= 1 && cw >= 1 && y0 + ch <= h && x0 + cw <= w);
+    for (int y = 0; y < h; y++) {
+        int ya, yb, xa, xb;
+        float fy = sample_at(y, h, ch, &ya, &yb);
+        for (int x = 0; x < w; x++) {
+            float fx = sample_at(x, w, cw, &xa, &xb);
+            const float *p00 = src + ((size_t)(y0 + ya) * w + x0 + xa) * c, *p01 = src + ((size_t)(y0 + ya) * w + x0 + xb) * c;
+            const float *p10 = src + ((size_t)(y0 + yb) * w + x0 + xa) * c, *p11 = src + ((size_t)(y0 + yb) * w + x0 + xb) * c;
+            float *o = dst + ((size_t)y * w + x) * c;
+            for (int k = 0; k < c; k++) {
+                float top = p00[k] + (p01[k] - p00[k]) * fx, bot = p10[k] + (p11[k] - p10[k]) * fx;
+                o[k] = top + (bot - top) * fy;
+            }
+        }
+    }
+}
+
+void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int c, float *dst, ct_rng *rng) {
+    CT_ASSERT(a && src && dst && src != dst && h > 0 && w > 0 && c > 0);
+    CT_ASSERT(ct_augment_check(a) == 0);
+    size_t n = (size_t)h * w * c;
+    if (a->level == CT_AUG_NONE) {
+        memcpy(dst, src, n * sizeof *dst);
+    } else if (a->resized_crop) {
+        CT_ASSERT(rng);
+        int y0, x0, ch, cw;
+        ct_augment_rrc_window(a, h, w, rng, &y0, &x0, &ch, &cw);
+        ct_augment_resize_window(dst, src, h, w, c, y0, x0, ch, cw);
+    } else {
+        CT_ASSERT(rng);
+        uint32_t span = 2u * (uint32_t)a->pad + 1;
+        int dy = (int)ct_rng_below(rng, span) - a->pad, dx = (int)ct_rng_below(rng, span) - a->pad;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                int sy = y + dy, sx = x + dx;
+                float *o = dst + ((size_t)y * w + x) * c;
+                if (sy < 0 || sy >= h || sx < 0 || sx >= w) for (int k = 0; k < c; k++) o[k] = 0.0f;
+                else memcpy(o, src + ((size_t)sy * w + sx) * c, sizeof *o * (size_t)c);
+            }
+    }
+    finish(a, dst, h, w, c, rng);
 }

@@ -170,6 +170,14 @@ static int count_records(const char *path, const spec *sp, long long *count) {
     return 0;
 }
 
+/* A hint for a label out of range: whether the file's size also fits the other set's records. */
+static const char *other_fits(long long count, const spec *sp) {
+    long long rec = sp->label_bytes + CT_CIFAR_PIXELS, other = 3 - sp->label_bytes + CT_CIFAR_PIXELS;
+    if ((count * rec) % other != 0) return "";
+    return sp->label_bytes == 1 ? " (its size also fits CIFAR-100's 3074-byte records: a CIFAR-100 file?)"
+                                : " (its size also fits CIFAR-10's 3073-byte records: a CIFAR-10 batch?)";
+}
+
 /* Read `count` records of path into images (HWC) and labels, checking every label. */
 static int read_batch(const char *path, const spec *sp, int fine, long long count, uint8_t *images, uint8_t *labels) {
     const int rec = sp->label_bytes + CT_CIFAR_PIXELS, plane = CT_CIFAR_SIDE * CT_CIFAR_SIDE;
@@ -200,7 +208,8 @@ static int read_batch(const char *path, const spec *sp, int fine, long long coun
             if (sp->label_bytes == 1) {
                 if (in[0] >= 10) {
                     rc = ct_fail(CT_EINPUT, "%s: record %lld has label %u, but CIFAR-10 labels are 0..9; "
-                                 "the file is damaged or not a CIFAR-10 batch; download it again", path, i, in[0]);
+                                 "the file is damaged or not a CIFAR-10 batch%s; download it again", path, i, in[0],
+                                 other_fits(count, sp));
                     break;
                 }
                 labels[i] = in[0];
@@ -208,9 +217,9 @@ static int read_batch(const char *path, const spec *sp, int fine, long long coun
                 if (in[0] >= 20 || in[1] >= 100) {
                     int coarse = in[0] >= 20;
                     rc = ct_fail(CT_EINPUT, "%s: record %lld has %s label %u, but CIFAR-100 %s labels are 0..%d; "
-                                 "the file is damaged or not a CIFAR-100 file; download it again", path, i,
+                                 "the file is damaged or not a CIFAR-100 file%s; download it again", path, i,
                                  coarse ? "coarse" : "fine", in[coarse ? 0 : 1], coarse ? "coarse" : "fine",
-                                 coarse ? 19 : 99);
+                                 coarse ? 19 : 99, other_fits(count, sp));
                     break;
                 }
                 labels[i] = fine ? in[1] : in[0];
@@ -299,6 +308,27 @@ static int find_folder(char *folder, size_t size, const char *dir, const spec *s
     return (use_sub ? in_sub : in_dir) == n_want;
 }
 
+/* Before unpacking or downloading: a folder that holds some of the batch
+ * files but not all, or the other CIFAR set's files, is a mistake to report,
+ * not a reason to fetch 160 MB. */
+static int check_partial(const char *folder, const char *dir, const spec *sp, const int *want, int n_want,
+                         const char *missing) {
+    char scratch[256];
+    int present = count_present(folder, sp, want, scratch, sizeof scratch);
+    if (present > 0)
+        return ct_fail(CT_EINPUT, "%s: holds only %d of the %d %s files it needs (missing %s); put all of %s "
+                       "there (the archive is at " CIFAR_BASE_URL "%s), or pass --data DIR",
+                       folder, present, n_want, sp->name, missing, sp->list, sp->archive);
+    const spec *other = sp == &cifar10_spec ? &cifar100_spec : &cifar10_spec;
+    int all[6] = {1, 1, 1, 1, 1, 1}, n_other = other->n_train + 1;
+    char found[4200];
+    if (find_folder(found, sizeof found, dir, other, all, n_other, scratch, sizeof scratch))
+        return ct_fail(CT_EINPUT, "%s: holds the %s files (%s), not %s; run cltrain %s for that set, or pass "
+                       "--data with a folder holding %s", found, other->name, other->list, sp->name,
+                       other == &cifar10_spec ? "cifar10" : "cifar100", sp->list);
+    return 0;
+}
+
 static int unpack(const char *archive, const char *dir, const spec *sp) {
     int n = 0, rc = ct_targz_extract(archive, dir, &n);
     if (rc == 0) return 0;
@@ -347,6 +377,7 @@ int ct_cifar_load(ct_dataset *train, ct_dataset *test, const char *dir, int kind
         return ct_fail(CT_EINPUT, "%s: path too long", dir);
     int rc;
     if (!find_folder(folder, sizeof folder, dir, sp, want, n_want, missing, sizeof missing)) {
+        if (!is_file(archive) && (rc = check_partial(folder, dir, sp, want, n_want, missing)) != 0) return rc;
         if (is_file(archive)) {
             if ((rc = unpack(archive, dir, sp)) != 0) return rc;
         } else if (download) {

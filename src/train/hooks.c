@@ -97,7 +97,7 @@ static int hook_eval(ct_loop *L, const ct_step_info *si) {
     double te = ct_now();
     ct_dist_average_running_stats(&L->m);
     ct_eval_result ev;
-    int rc = ct_evaluate(&L->m, L->test, o->eval_src, o->limit_test, o->scale, o->shift, &ev);
+    int rc = ct_evaluate(&L->m, L->test, o->eval_src, o->limit_test, o->scale, o->shift, o->tta, &ev);
     if (rc) return rc;
     L->res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
     if (L->tb.events) {

@@ -31,8 +31,62 @@ static void gather(const ct_dataset *ds, const int *idx, int B, uint8_t *img, in
     }
 }
 
+int ct_tta_parse(const char *s, int *tta) {
+    if (!strcmp(s, "none")) *tta = CT_TTA_NONE;
+    else if (!strcmp(s, "flip")) *tta = CT_TTA_FLIP;
+    else return ct_fail(CT_EINPUT, "--tta %s: unknown mode; expected none or flip (average each image with its mirror)", s);
+    return 0;
+}
+
+/* Mirror B HWC images left-right in place (bytes or floats: elem bytes per value). */
+static void flip_batch(void *images, int B, int h, int w, int c, size_t elem) {
+    size_t px = (size_t)c * elem;
+    unsigned char *p = images, t[64];
+    CT_ASSERT(px <= sizeof t);
+    for (int b = 0; b < B; b++)
+        for (int y = 0; y < h; y++) {
+            unsigned char *row = p + (((size_t)b * h + y) * w) * px;
+            for (int x = 0; x < w / 2; x++) {
+                memcpy(t, row + x * px, px);
+                memcpy(row + x * px, row + (w - 1 - x) * px, px);
+                memcpy(row + (w - 1 - x) * px, t, px);
+            }
+        }
+}
+
+/* --tta flip on one uploaded batch: logits of the images and of their
+ * mirrors, averaged; pred = argmax, returns the summed cross-entropy of the
+ * averaged logits (log-sum-exp in double). host is the batch as uploaded
+ * (floats when fl, else bytes) and is mirrored in place. */
+static double eval_flip(ct_model *m, const ct_dataset *ds, int B, void *host, int fl, const int32_t *lab, float scale,
+                        float shift, int32_t *pred, float *l0, float *l1) {
+    int C = m->n_classes;
+    cl_mem logits = m->layers[m->n_layers - 1].out;
+    ct_model_forward(m, B);
+    ct_cl_read(m->cl, logits, 0, (size_t)B * C * sizeof(float), l0);
+    flip_batch(host, B, ds->h, ds->w, ds->c, fl ? sizeof(float) : 1);
+    if (fl) ct_cl_write(m->cl, m->input, 0, (size_t)B * ds->h * ds->w * ds->c * sizeof(float), host);
+    else ct_model_set_batch(m, host, lab, B, scale, shift);
+    ct_model_forward(m, B);
+    ct_cl_read(m->cl, logits, 0, (size_t)B * C * sizeof(float), l1);
+    double loss = 0;
+    for (int i = 0; i < B; i++) {
+        float *z = l0 + (size_t)i * C; /* the average, in place */
+        double mx = -INFINITY, se = 0;
+        int best = 0;
+        for (int k = 0; k < C; k++) {
+            z[k] = 0.5f * (z[k] + l1[(size_t)i * C + k]);
+            if (z[k] > mx) { mx = z[k]; best = k; }
+        }
+        for (int k = 0; k < C; k++) se += exp((double)z[k] - mx);
+        pred[i] = best;
+        loss += mx + log(se) - (double)z[lab[i]];
+    }
+    return loss;
+}
+
 int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int limit, float scale, float shift,
-                ct_eval_result *res) {
+                int tta, ct_eval_result *res) {
     memset(res, 0, sizeof *res);
     int n = limit > 0 && limit < ds->n ? limit : ds->n;
     /* data-parallel: each rank evaluates a contiguous shard, the counts are summed */
@@ -44,6 +98,8 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
     int32_t *lab = ct_xmalloc(sizeof(int32_t) * m->batch), *pred = ct_xmalloc(sizeof(int32_t) * m->batch);
     int *idx = ct_xmalloc(sizeof(int) * m->batch);
     float *fimg = src ? ct_xmalloc(sz * m->batch * sizeof(float)) : NULL;
+    CT_ASSERT(tta == CT_TTA_NONE || tta == CT_TTA_FLIP);
+    float *l0 = tta ? ct_xmalloc(sizeof(float) * m->batch * m->n_classes * 2) : NULL;
     int was_training = m->training;
     float smoothing = m->label_smoothing;
     m->training = 0;          /* batch norm uses its running averages */
@@ -57,7 +113,7 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
                 ct_rng r = ct_rng_make(0, 0, (uint64_t)idx[i]);
                 int rc = src->load(src->ctx, idx[i], fimg + (size_t)i * sz, lab + i, &r);
                 if (rc) {
-                    free(img); free(lab); free(pred); free(idx); free(fimg);
+                    free(img); free(lab); free(pred); free(idx); free(fimg); free(l0);
                     m->training = was_training;
                     m->label_smoothing = smoothing;
                     return rc;
@@ -69,9 +125,14 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
             gather(ds, idx, B, img, lab);
             ct_model_set_batch(m, img, lab, B, scale, shift);
         }
-        ct_model_forward(m, B);
-        ct_model_loss(m, B);
-        res->loss += ct_model_read_results(m, B, pred);
+        if (tta == CT_TTA_FLIP) {
+            res->loss += eval_flip(m, ds, B, src ? (void *)fimg : (void *)img, src != NULL, lab, scale, shift, pred, l0,
+                                   l0 + (size_t)m->batch * m->n_classes);
+        } else {
+            ct_model_forward(m, B);
+            ct_model_loss(m, B);
+            res->loss += ct_model_read_results(m, B, pred);
+        }
         for (int i = 0; i < B; i++) {
             res->confusion[lab[i] * m->n_classes + pred[i]]++;
             res->correct += pred[i] == lab[i];
@@ -87,7 +148,7 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
         ct_dist_sum_int(res->confusion, m->n_classes * m->n_classes);
     }
     res->n = n;
-    free(img); free(lab); free(pred); free(idx); free(fimg);
+    free(img); free(lab); free(pred); free(idx); free(fimg); free(l0);
     return 0;
 }
 
