@@ -1,12 +1,9 @@
-/* fuzz/tfrecord.c: libFuzzer harness for the TFRecord reader (data/tfrecord.c):
+/* fuzz/fuzz_tfrecord.c: libFuzzer harness for the TFRecord reader (data/tfrecord.c):
  * the input is a TFRecord stream; every record ct_tfr_next frames is parsed
  * as a tf.train.Example with the default keys and with MNIST-style ones, and
  * the input itself also as one Example. Nothing may crash, hang, read out of
- * bounds or hand back an image slice outside the record. Build and run:
- *   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude \
- *     tests/fuzz/tfrecord.c src/data/tfrecord.c src/data/images.c src/util/crc32c.c src/util/err.c \
- *     -lz -lm -pthread -o build/fuzz-tfrecord
- *   nice -n 19 build/fuzz-tfrecord -runs=1000000 */
+ * bounds or hand back an image slice outside the record. Built and run by
+ * `make fuzz` (tests/fuzz/run.sh), seeds in tests/fuzz/corpus/tfrecord. */
 #include "cltrain/tfrecord.h"
 #include <stdlib.h>
 #include <string.h>
