@@ -36,7 +36,8 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 .PHONY: all test check run bench asan tsan install clean deps bench-deps
-all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar $(BUILD)/tools/make-font-dataset $(BUILD)/tools/ckpt-diff
+all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar $(BUILD)/tools/make-font-dataset $(BUILD)/tools/ckpt-diff \
+     $(BUILD)/tools/sgemm-limit
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -55,6 +56,11 @@ $(BUILD)/tools/make-cifar: tools/make-cifar.c $(BUILD)/libcltrain.a
 $(BUILD)/tools/make-font-dataset: tools/make-font-dataset.c $(BUILD)/libcltrain.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libcltrain.a $(LDFLAGS) -o $@ -lm
+
+# the machine's SGEMM speed from OpenBLAS, loaded at run time (cltrain bench kernels)
+$(BUILD)/tools/sgemm-limit: tools/sgemm-limit.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra $< -o $@ -ldl
 
 # parameter distance between two checkpoints (tests/mpi.sh)
 $(BUILD)/tools/ckpt-diff: tools/ckpt-diff.c $(BUILD)/libcltrain.a

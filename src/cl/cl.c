@@ -254,7 +254,7 @@ static uint64_t fnv1a(uint64_t h, const char *s) {
     return (h ^ 0xff) * 0x100000001b3ull; /* separator so ("ab","c") != ("a","bc") */
 }
 
-static void cache_dir(char *out, size_t n) {
+void ct_cl_cache_dir(char *out, size_t n) {
     const char *d = getenv("CLTRAIN_CACHE_DIR");
     if (d && *d) { snprintf(out, n, "%s", d); return; }
     const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -263,6 +263,18 @@ static void cache_dir(char *out, size_t n) {
     else snprintf(out, n, "/tmp/cltrain-cache");
 }
 
+uint64_t ct_hash_str(uint64_t h, const char *s) { return fnv1a(h, s ? s : ""); }
+
+uint64_t ct_cl_source_hash(const char *const *files, int n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        char *src = ct_kernel_source(files[i]);
+        h = fnv1a(h, files[i]);
+        h = fnv1a(h, src ? src : "(missing)");
+        free(src);
+    }
+    return h;
+}
 
 static void print_build_log(ct_cl *cl, cl_program p, const char *file, const char *opts) {
     size_t n = 0;
@@ -292,7 +304,7 @@ int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *option
     h = fnv1a(h, cl->device_version); h = fnv1a(h, cl->platform_version);
     h = fnv1a(h, cl->platform_name);
     char dir[4096], path[4200];
-    cache_dir(dir, sizeof dir);
+    ct_cl_cache_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/%016llx.bin", dir, (unsigned long long)h);
     int no_cache = getenv("CLTRAIN_NO_CACHE") && atoi(getenv("CLTRAIN_NO_CACHE")) > 0;
     cl_int e;
