@@ -81,8 +81,9 @@ int ct_cl_list(FILE *out) {
         for (cl_uint d = 0; d < nd; d++) {
             char dn[256] = "", cver[128] = "";
             cl_device_type t = 0;
-            cl_uint cu = 0;
+            cl_uint cu = 0, mhz = 0;
             cl_ulong gm = 0, lm = 0;
+            clGetDeviceInfo(devs[d], CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof mhz, &mhz, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof dn, dn, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_OPENCL_C_VERSION, sizeof cver, cver, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
@@ -91,8 +92,8 @@ int ct_cl_list(FILE *out) {
             clGetDeviceInfo(devs[d], CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
             const char *ts = (t & CL_DEVICE_TYPE_GPU) ? "GPU" : (t & CL_DEVICE_TYPE_CPU) ? "CPU"
                            : (t & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator" : "other";
-            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, global memory %.1f GiB, local memory %.0f KiB, %s\n",
-                    p, d, ts, dn, cu, (double)gm / (1 << 30), (double)lm / 1024, cver);
+            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, max clock %u MHz, global memory %.1f GiB, local memory %.0f KiB, %s\n",
+                    p, d, ts, dn, cu, mhz, (double)gm / (1 << 30), (double)lm / 1024, cver);
         }
         free(devs);
     }
