@@ -77,6 +77,23 @@ else
   notok "local memory skip" "exit $rc" "$(grep -m2 -E 'skipped|local' "$tmp/out")" "$(head -3 "$tmp/err")"
 fi
 
+# --- --gemm auto stores its choice (ours or CLBlast per shape) in the same database ---
+fm=/usr/share/datasets/fashion-mnist
+if [[ -f $fm/train-images-idx3-ubyte.gz ]]; then
+  rm -f "$db"
+  timeout 300 "$bin" fashion-mnist --data "$fm" --model mlp --batch-size 8 --steps 2 --limit-train 64 --limit-test 16 --gemm auto --quiet >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [[ $rc -eq 0 && -f $db ]] && grep -qE '^shape NN 8 256 784 (clblast|native reg)' "$db" && grep -q '^end [1-9]' "$db"; then
+    ok "--gemm auto stores its choices: $(grep -c '^shape' "$db") shapes, $(grep -c 'clblast$' "$db") on CLBlast"
+  else
+    notok "--gemm auto database" "exit $rc" "$(head -3 "$tmp/err")" "$(cat "$db" 2>/dev/null | tail -3)"
+  fi
+elif [[ ${CI:-} == true ]]; then
+  notok "--gemm auto database" "Fashion-MNIST missing under CI ($fm)"
+else
+  echo "ok $((n += 1)) - --gemm auto database # SKIP Fashion-MNIST not installed ($fm)"
+fi
+
 # --- bad input: exit 2, one line ---
 for args in "--budget abc" "--budget 0" "--budget"; do
   # shellcheck disable=SC2086
