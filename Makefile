@@ -37,7 +37,8 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TESTS:=.d)
 
 .PHONY: all test check run bench asan tsan install clean deps bench-deps
-all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar $(BUILD)/tools/make-font-dataset $(BUILD)/tools/ckpt-diff
+all: $(BUILD)/cltrain $(TESTS) $(BUILD)/tools/make-cifar $(BUILD)/tools/make-font-dataset $(BUILD)/tools/ckpt-diff \
+     $(BUILD)/tools/sgemm-limit
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -61,6 +62,11 @@ $(BUILD)/tools/make-font-dataset: tools/make-font-dataset.c $(BUILD)/libcltrain.
 $(BUILD)/tools/bench-jpeg: tools/bench-jpeg.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LDFLAGS) -o $@ -lturbojpeg -lm
+
+# the machine's SGEMM speed from OpenBLAS, loaded at run time (cltrain bench kernels)
+$(BUILD)/tools/sgemm-limit: tools/sgemm-limit.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra $< -o $@ -ldl
 
 # parameter distance between two checkpoints (tests/mpi.sh)
 $(BUILD)/tools/ckpt-diff: tools/ckpt-diff.c $(BUILD)/libcltrain.a

@@ -1,13 +1,19 @@
-/* test_gemm.c: kernels/gemm.cl (and the CLBlast path) against ref_gemm on
- * fresh random inputs, outputs poisoned with NaN, sizes 1, primes, edges and
- * the mnist-cnn shapes; transposes, alpha/beta, bias, ReLU, split-K. */
+/* test_gemm.c: kernels/gemm.cl, kernels/gemm_local.cl (and the CLBlast
+ * path) against ref_gemm on fresh random inputs, outputs poisoned with NaN,
+ * sizes 1, primes, edges and the mnist-cnn shapes; transposes, alpha/beta,
+ * bias, ReLU, split-K. Every shape runs with EVERY parameter set the tuner
+ * can pick (ct_gemm_candidates) and every shipped default (ct_gemm_defaults),
+ * split-K shapes also with every chunk the tuner tries. */
 #include "ct_test.h"
 #include "cltrain/gemm.h"
 #include "cltrain/ref.h"
 
 static ct_gemm g_gemm;
+static int g_progs[64], g_nprogs; /* distinct programs of the candidates and defaults */
+static int g_kchunk[64];
 
-static void check_shape(int path, int tA, int tB, int M, int N, int K, float alpha, float beta, int use_bias, int act, uint64_t seed) {
+static void check_shape_k(int path, int split, int tA, int tB, int M, int N, int K, float alpha, float beta, int use_bias,
+                          int act, uint64_t seed) {
     ct_rng r = ct_rng_make(seed, (uint64_t)M * 131 + N, (uint64_t)K * 7 + tA * 2 + tB);
     size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
     float *A = malloc(na * 4 + 4), *B = malloc(nb * 4 + 4), *C = malloc(nc * 4 + 4), *bias = malloc(N * 4 + 4);
@@ -24,25 +30,43 @@ static void check_shape(int path, int tA, int tB, int M, int N, int K, float alp
     ct_cl_write(&g_cl, dA, 12, na * 4, A);
     ct_cl_write(&g_cl, dB, 12, nb * 4, B);
     ct_cl_write(&g_cl, db, 12, (size_t)N * 4, bias);
-    if (beta != 0.0f) { dC = ct_test_buf(NULL, nc + 3); ct_cl_write(&g_cl, dC, 12, nc * 4, C); }
-    else dC = ct_test_nanbuf(nc + 3);
-    if (path == CT_GEMM_CLBLAST)
-        assert_int_equal(ct_gemm_clblast(&g_gemm, tA, tB, M, N, K, alpha, dA, 3, lda, dB, 3, ldb, beta, dC, 3, N,
-                                         use_bias ? db : NULL, 3, act), 0);
-    else
-        ct_gemm_native(&g_gemm, tA, tB, M, N, K, alpha, dA, 3, lda, dB, 3, ldb, beta, dC, 3, N, use_bias ? db : NULL, 3, act);
-    ct_cl_read(&g_cl, dC, 12, nc * 4, got);
-    char what[128];
-    snprintf(what, sizeof what, "%s gemm %c%c M%d N%d K%d", path ? "clblast" : "native", tA ? 'T' : 'N', tB ? 'T' : 'N', M, N, K);
+    dC = ct_test_nanbuf(nc + 3);
     /* float32 sums of K products of magnitude <= 1: error grows like sqrt(K) */
     double atol = 1e-5 * sqrt((double)K + 1) * 4;
-    assert_true(ct_compare(what, got, want, nc, 1e-4, atol));
+    char what[256], cfg[160];
+    int runs = path == CT_GEMM_CLBLAST ? 1 : g_nprogs;
+    for (int i = 0; i < runs; i++) {
+        int nk = path == CT_GEMM_CLBLAST || !split ? 1 : ct_gemm_n_kchunks;
+        for (int j = 0; j < nk; j++) {
+            if (beta != 0.0f) ct_cl_write(&g_cl, dC, 12, nc * 4, C);
+            else { float *nan = malloc(nc * 4 + 4); ct_fill_nan(nan, nc); ct_cl_write(&g_cl, dC, 12, nc * 4, nan); free(nan); }
+            if (path == CT_GEMM_CLBLAST) {
+                assert_int_equal(ct_gemm_clblast(&g_gemm, tA, tB, M, N, K, alpha, dA, 3, lda, dB, 3, ldb, beta, dC, 3, N,
+                                                 use_bias ? db : NULL, 3, act), 0);
+                snprintf(cfg, sizeof cfg, "clblast");
+            } else {
+                int kc = split ? ct_gemm_kchunks[j] : g_kchunk[i];
+                ct_gemm_native_with(&g_gemm, g_progs[i], kc, tA, tB, M, N, K, alpha, dA, 3, lda, dB, 3, ldb, beta, dC, 3, N,
+                                    use_bias ? db : NULL, 3, act);
+                ct_gemm_cfg c = g_gemm.progs[g_progs[i]].cfg;
+                c.kchunk = kc;
+                ct_gemm_cfg_str(&c, cfg, sizeof cfg);
+            }
+            ct_cl_read(&g_cl, dC, 12, nc * 4, got);
+            snprintf(what, sizeof what, "%s gemm %c%c M%d N%d K%d", cfg, tA ? 'T' : 'N', tB ? 'T' : 'N', M, N, K);
+            assert_true(ct_compare(what, got, want, nc, 1e-4, atol));
+        }
+    }
     ct_cl_release(&dA); ct_cl_release(&dB); ct_cl_release(&dC); ct_cl_release(&db);
     free(A); free(B); free(C); free(bias); free(want); free(got);
 }
 
+static void check_shape(int path, int tA, int tB, int M, int N, int K, float alpha, float beta, int use_bias, int act, uint64_t seed) {
+    check_shape_k(path, 0, tA, tB, M, N, K, alpha, beta, use_bias, act, seed);
+}
+
 static const int sizes[][3] = {{1, 1, 1}, {1, 17, 5}, {7, 1, 13}, {13, 31, 7}, {31, 33, 97}, {64, 64, 64},
-                               {97, 47, 257}, {5, 129, 3}, {128, 10, 128}};
+                               {97, 47, 257}, {5, 129, 3}, {128, 10, 128}, {257, 131, 19}};
 
 static void test_native_small(void **state) {
     (void)state;
@@ -65,9 +89,10 @@ static void test_native_split_k(void **state) {
     (void)state;
     CT_NEED_CL();
     /* long reductions with small outputs take the split-K path (weight gradients) */
-    check_shape(CT_GEMM_NATIVE, 1, 0, 9, 32, 5000, 1.0f, 1.0f, 0, 0, 5);
-    check_shape(CT_GEMM_NATIVE, 1, 0, 1, 64, 4099, 1.0f, 0.0f, 0, 0, 6);
-    check_shape(CT_GEMM_NATIVE, 0, 0, 3, 10, 9216, 1.0f, 0.0f, 1, 1, 7);
+    check_shape_k(CT_GEMM_NATIVE, 1, 1, 0, 9, 32, 5000, 1.0f, 1.0f, 0, 0, 5);
+    check_shape_k(CT_GEMM_NATIVE, 1, 1, 0, 1, 64, 4099, 1.0f, 0.0f, 0, 0, 6);
+    check_shape_k(CT_GEMM_NATIVE, 1, 0, 0, 3, 10, 9216, 1.0f, 0.0f, 1, 1, 7);
+    check_shape_k(CT_GEMM_NATIVE, 1, 1, 0, 67, 131, 4111, 0.5f, 1.0f, 1, 1, 15);
 }
 
 static void test_native_model_shapes(void **state) {
@@ -88,9 +113,40 @@ static void test_clblast_path(void **state) {
     check_shape(CT_GEMM_CLBLAST, 0, 1, 13, 8, 5, 2.0f, 0.5f, 0, 0, 14);
 }
 
+static void add_cfg(const ct_gemm_cfg *c) {
+    char what[160];
+    ct_gemm_cfg_str(c, what, sizeof what);
+    int p = ct_gemm_prog_get(&g_gemm, c);
+    if (p < 0) fprintf(stderr, "# %s: %s\n", what, ct_last_error());
+    assert_true(p >= 0);
+    for (int i = 0; i < g_nprogs; i++)
+        if (g_progs[i] == p && g_kchunk[i] == c->kchunk) return;
+    g_progs[g_nprogs] = p;
+    g_kchunk[g_nprogs++] = c->kchunk;
+}
+
+/* the shipped table has one row per class and a fallback; the parameter checks reject what the kernels cannot do */
+static void test_tables(void **state) {
+    (void)state;
+    int rows = 0, fallback = 0;
+    for (const ct_gemm_default *d = ct_gemm_defaults; d->cls; d++, rows++) {
+        assert_int_equal(ct_gemm_cfg_check(&d->cfg), 0);
+        fallback = !d->type && !d->vendor;
+    }
+    assert_true(rows >= 5);
+    assert_true(fallback);
+    for (int i = 0; i < ct_gemm_n_candidates; i++) assert_int_equal(ct_gemm_cfg_check(&ct_gemm_candidates[i]), 0);
+    ct_gemm_cfg bad[] = {{CT_GEMM_LOCAL, {64, 64, 16, 3, 4, 4}, 128}, {CT_GEMM_LOCAL, {64, 64, 6, 4, 4, 4}, 128},
+                         {CT_GEMM_LOCAL, {64, 64, 16, 4, 4, 3}, 128}, {CT_GEMM_REG, {17, 1}, 128}, {CT_GEMM_REG, {4, 1}, 8}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_int_equal(ct_gemm_cfg_check(&bad[i]), CT_EINPUT);
+}
+
 static int setup(void **state) {
     ct_test_open(state);
-    if (g_have_cl) assert_int_equal(ct_gemm_init(&g_gemm, &g_cl, CT_GEMM_NATIVE), 0);
+    if (!g_have_cl) return 0;
+    assert_int_equal(ct_gemm_init(&g_gemm, &g_cl, CT_GEMM_NATIVE), 0);
+    for (int i = 0; i < ct_gemm_n_candidates; i++) add_cfg(&ct_gemm_candidates[i]);
+    for (const ct_gemm_default *d = ct_gemm_defaults; d->cls; d++) add_cfg(&d->cfg);
     return 0;
 }
 static int teardown(void **state) {
@@ -100,6 +156,7 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tables),
         cmocka_unit_test(test_native_small),
         cmocka_unit_test(test_native_alpha_beta_bias_relu),
         cmocka_unit_test(test_native_split_k),

@@ -52,6 +52,12 @@ int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *option
 /* Source of kernels/<file>: CLTRAIN_KERNEL_DIR on disk, else the embedded copy. NULL if none. Caller frees. */
 char *ct_kernel_source(const char *file);
 cl_kernel ct_cl_kernel(cl_program p, const char *name);
+/* The cache directory: CLTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/cltrain, ~/.cache/cltrain, /tmp/cltrain-cache. */
+void ct_cl_cache_dir(char *out, size_t n);
+/* FNV-1a of s folded into h (with a separator), the program cache's hash; h starts at 0xcbf29ce484222325. */
+uint64_t ct_hash_str(uint64_t h, const char *s);
+/* Hash of the named kernel sources as ct_cl_build would read them (prelude.cl included when named). */
+uint64_t ct_cl_source_hash(const char *const *files, int n);
 
 /* Device buffer; failure names what, the size, and suggests a smaller batch. */
 int ct_cl_alloc(ct_cl *cl, cl_mem *out, size_t bytes, const char *what);

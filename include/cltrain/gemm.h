@@ -1,41 +1,121 @@
 /* gemm.h: the matrix product every conv and dense layer runs on.
  * C = alpha * op(A) * op(B) + beta * C (+ bias[n]) (ReLU), row-major, float.
- * Two paths: our kernels/gemm.cl (default, tuned per device by -D TM/NV) and
- * CLBlast's SGEMM as the reference path; --gemm auto times both once per shape
- * and remembers the faster. Tested by tests/test_gemm.c against src/ref/gemm.c. */
+ * Paths: our kernels (default) and CLBlast's SGEMM as the reference path.
+ * Ours come in two variants, each specialised by -D parameters:
+ *   CT_GEMM_REG    kernels/gemm.cl: a register tile per work-item, no local
+ *                  memory (shaped for CPUs); parameters TM, NV
+ *   CT_GEMM_LOCAL  kernels/gemm_local.cl: local-memory tiles, double-buffered
+ *                  across K, micro-tile per work-item (shaped for GPUs);
+ *                  parameters TSM, TSN, TSK, WPTM, WPTN, VW
+ * plus a split-K chunk. The shipped choice per device class is the table in
+ * src/nn/gemm_defaults.c; CLTRAIN_GEMM overrides it; a tuning database
+ * written by `cltrain tune` (or --gemm auto) chooses per shape.
+ * Tested by tests/test_gemm.c against src/ref/gemm.c (every candidate). */
 #ifndef CLTRAIN_GEMM_H
 #define CLTRAIN_GEMM_H
 #include "cltrain/cl.h"
 
 enum { CT_GEMM_NATIVE = 0, CT_GEMM_CLBLAST = 1, CT_GEMM_AUTO = 2 };
+enum { CT_GEMM_REG = 0, CT_GEMM_LOCAL = 1 };
+enum { CT_GEMM_MAX_PROGS = 24, CT_GEMM_MAX_SHAPES = 256 };
 
-typedef struct ct_gemm_choice { int transA, transB, M, N, K, path; } ct_gemm_choice;
+/* One kernel variant and its parameters. p[] is {TM, NV} for CT_GEMM_REG and
+ * {TSM, TSN, TSK, WPTM, WPTN, VW} for CT_GEMM_LOCAL; kchunk is the split-K
+ * chunk, a launch argument (not a build option). */
+typedef struct ct_gemm_cfg { int variant; int p[6]; int kchunk; } ct_gemm_cfg;
+
+/* A row of the shipped table: device type (CL_DEVICE_TYPE_*, 0 = any) and a
+ * vendor substring (NULL = any) select the row; the first match wins. */
+typedef struct ct_gemm_default {
+    const char *cls;
+    unsigned long type;
+    const char *vendor;
+    ct_gemm_cfg cfg;
+} ct_gemm_default;
+extern const ct_gemm_default ct_gemm_defaults[];
+/* What `cltrain tune` tries (every entry is tested on PoCL), and its split-K chunks. */
+extern const ct_gemm_cfg ct_gemm_candidates[];
+extern const int ct_gemm_n_candidates;
+extern const int ct_gemm_kchunks[];
+extern const int ct_gemm_n_kchunks;
+
+typedef struct ct_gemm_prog { ct_gemm_cfg cfg; cl_program prog; cl_kernel k; } ct_gemm_prog;
+
+/* What one shape runs: our kernels with cfg, or CLBlast. */
+typedef struct ct_gemm_choice { int transA, transB, M, N, K, path; ct_gemm_cfg cfg; int prog; } ct_gemm_choice;
 
 typedef struct ct_gemm {
     ct_cl *cl;
-    cl_program prog;
-    cl_kernel k_gemm, k_reduce, k_transpose;
-    int tm, nv, kchunk;    /* tuning, from the device table or CLTRAIN_GEMM="TM,NV,KCHUNK" */
-    int mode;              /* CT_GEMM_NATIVE, _CLBLAST or _AUTO */
-    cl_mem work;           /* split-K partials and transposed B; grows on demand (init time only) */
+    cl_kernel k_reduce, k_transpose;  /* from the first program (gemm.cl) */
+    ct_gemm_cfg def;                  /* the shipped default or CLTRAIN_GEMM */
+    const char *def_from;             /* "table row cpu", "CLTRAIN_GEMM", ... */
+    int def_prog;
+    ct_gemm_prog progs[CT_GEMM_MAX_PROGS];
+    int n_progs;
+    int mode;                         /* CT_GEMM_NATIVE, _CLBLAST or _AUTO */
+    cl_mem work;                      /* split-K partials and transposed B; grows on demand (init time only) */
     size_t work_bytes;
-    ct_gemm_choice choices[64];
+    ct_gemm_choice choices[CT_GEMM_MAX_SHAPES]; /* per shape, from the database, the tuner or --gemm auto */
     int n_choices;
+    int use_choices;                  /* 0: the default for every shape (for comparisons) */
+    int shapes[CT_GEMM_MAX_SHAPES][5];/* every shape reserved: {transA, transB, M, N, K} */
+    int n_shapes;
+    char db_path[4200];               /* the tuning database of this device ("" when none is used) */
 } ct_gemm;
 
 int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode);
 void ct_gemm_free(ct_gemm *g);
-/* Reserve workspace for a shape ahead of time, so no allocation happens while training. */
+/* Reserve workspace for a shape ahead of time, so no allocation happens while
+ * training; also records the shape (the tuner's list). */
 int ct_gemm_reserve(ct_gemm *g, int transA, int transB, int M, int N, int K);
 /* A is [M,K] (transA=0) or [K,M]; B is [K,N] (transB=0) or [N,K]; offsets in floats. */
 void ct_gemm_run(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
                  cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
                  float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act);
-/* The native path only / the CLBlast path only (bias and act applied by a second pass there). */
+/* Our kernels only, with the shape's choice (or the default) / with program
+ * `prog` (from ct_gemm_prog_get) and split-K chunk `kchunk`. */
 void ct_gemm_native(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
                     cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
                     float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act);
+void ct_gemm_native_with(ct_gemm *g, int prog, int kchunk, int transA, int transB, int M, int N, int K, float alpha,
+                         cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
+                         float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act);
+/* CLBlast only (bias and act applied by a second pass). */
 int ct_gemm_clblast(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
                     cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
                     float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act);
+
+/* The program for cfg's variant and parameters, built on first use; its index,
+ * or -1 with the reason (bad parameters, over the device's local memory or
+ * work-group size, build failure) in ct_last_error(). */
+int ct_gemm_prog_get(ct_gemm *g, const ct_gemm_cfg *cfg);
+/* 0 when cfg fits the device's local memory and work-group size (else CT_EDEVICE saying which). */
+int ct_gemm_cfg_fits(const ct_gemm *g, const ct_gemm_cfg *cfg);
+/* 0 when cfg's parameters are consistent (else CT_EINPUT naming the rule). */
+int ct_gemm_cfg_check(const ct_gemm_cfg *cfg);
+/* "reg TM=6 NV=2 KCHUNK=512" / "local TSM=64 ... KCHUNK=128" */
+void ct_gemm_cfg_str(const ct_gemm_cfg *cfg, char *out, size_t n);
+/* The split count a shape gets with cfg (1: no split). */
+int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *cfg, int transA, int M, int N, int K);
+/* The choice recorded for a shape, or NULL. */
+ct_gemm_choice *ct_gemm_find(ct_gemm *g, int transA, int transB, int M, int N, int K);
+/* Record (or replace) a shape's choice; CT_EDEVICE when its program does not build. */
+int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int path, const ct_gemm_cfg *cfg);
+
+/* ---- tuning database (src/nn/tune.c) ----
+ * A text file in the cache directory, one per device (name and platform),
+ * headed by the device, driver, device and platform versions and the hash of
+ * the GEMM kernel sources, then one `shape` line per tuned shape, then `end N`. */
+void ct_gemm_db_default_path(const ct_gemm *g, char *out, size_t n);
+/* Load path into g's choices: 0 loaded, 1 no such file; CT_EINPUT when the
+ * file is ignored (damaged, another device, driver or kernel source), with
+ * the reason in ct_last_error(); g's choices are then left empty. */
+int ct_gemm_db_load(ct_gemm *g, const char *path);
+/* Write g's choices to path (a temporary name, then renamed). */
+int ct_gemm_db_save(const ct_gemm *g, const char *path);
+/* The search: for each reserved shape (largest first), validate every
+ * candidate against a float64 reference on sampled entries, time it, keep it
+ * when faster than the default by 3% or more. Stops at budget_s seconds;
+ * progress lines go to log. Returns the number of shapes given a choice. */
+int ct_gemm_tune(ct_gemm *g, double budget_s, FILE *log);
 #endif

@@ -81,8 +81,9 @@ int ct_cl_list(FILE *out) {
         for (cl_uint d = 0; d < nd; d++) {
             char dn[256] = "", cver[128] = "";
             cl_device_type t = 0;
-            cl_uint cu = 0;
+            cl_uint cu = 0, mhz = 0;
             cl_ulong gm = 0, lm = 0;
+            clGetDeviceInfo(devs[d], CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof mhz, &mhz, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof dn, dn, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_OPENCL_C_VERSION, sizeof cver, cver, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
@@ -91,8 +92,8 @@ int ct_cl_list(FILE *out) {
             clGetDeviceInfo(devs[d], CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
             const char *ts = (t & CL_DEVICE_TYPE_GPU) ? "GPU" : (t & CL_DEVICE_TYPE_CPU) ? "CPU"
                            : (t & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator" : "other";
-            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, global memory %.1f GiB, local memory %.0f KiB, %s\n",
-                    p, d, ts, dn, cu, (double)gm / (1 << 30), (double)lm / 1024, cver);
+            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, max clock %u MHz, global memory %.1f GiB, local memory %.0f KiB, %s\n",
+                    p, d, ts, dn, cu, mhz, (double)gm / (1 << 30), (double)lm / 1024, cver);
         }
         free(devs);
     }
@@ -254,7 +255,7 @@ static uint64_t fnv1a(uint64_t h, const char *s) {
     return (h ^ 0xff) * 0x100000001b3ull; /* separator so ("ab","c") != ("a","bc") */
 }
 
-static void cache_dir(char *out, size_t n) {
+void ct_cl_cache_dir(char *out, size_t n) {
     const char *d = getenv("CLTRAIN_CACHE_DIR");
     if (d && *d) { snprintf(out, n, "%s", d); return; }
     const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -263,6 +264,18 @@ static void cache_dir(char *out, size_t n) {
     else snprintf(out, n, "/tmp/cltrain-cache");
 }
 
+uint64_t ct_hash_str(uint64_t h, const char *s) { return fnv1a(h, s ? s : ""); }
+
+uint64_t ct_cl_source_hash(const char *const *files, int n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        char *src = ct_kernel_source(files[i]);
+        h = fnv1a(h, files[i]);
+        h = fnv1a(h, src ? src : "(missing)");
+        free(src);
+    }
+    return h;
+}
 
 static void print_build_log(ct_cl *cl, cl_program p, const char *file, const char *opts) {
     size_t n = 0;
@@ -292,7 +305,7 @@ int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *option
     h = fnv1a(h, cl->device_version); h = fnv1a(h, cl->platform_version);
     h = fnv1a(h, cl->platform_name);
     char dir[4096], path[4200];
-    cache_dir(dir, sizeof dir);
+    ct_cl_cache_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/%016llx.bin", dir, (unsigned long long)h);
     int no_cache = getenv("CLTRAIN_NO_CACHE") && atoi(getenv("CLTRAIN_NO_CACHE")) > 0;
     cl_int e;

@@ -52,7 +52,7 @@ static int load_model(ct_model *m, const char *spec) {
     return ct_model_load_shaped(m, spec, h, w, c, classes);
 }
 
-static int setup_model(ct_model *m, ct_cl *cl, const ct_train_opts *o, int gemm_mode) {
+int cli_bench_setup(ct_model *m, ct_cl *cl, const ct_train_opts *o, int gemm_mode) {
     memset(cl, 0, sizeof *cl);
     int rc = load_model(m, o->model);
     if (!rc) rc = ct_cl_open(cl, o->device);
@@ -76,14 +76,53 @@ static int setup_model(ct_model *m, ct_cl *cl, const ct_train_opts *o, int gemm_
     return 0;
 }
 
+/* The machine's SGEMM limit, measured now by tools/sgemm-limit (OpenBLAS,
+ * loaded by that tool, never by cltrain): its lines are printed; 0 when it
+ * is missing or OpenBLAS is not installed. CLTRAIN_SGEMM_LIMIT names the tool. */
+static double sgemm_limit(void) {
+    char tool[4200] = "", cmd[4300], line[512];
+    const char *env = getenv("CLTRAIN_SGEMM_LIMIT");
+    if (env && *env) snprintf(tool, sizeof tool, "%s", env);
+    else {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) return 0;
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) *slash = 0;
+        snprintf(tool, sizeof tool, "%s/tools/sgemm-limit", self);
+    }
+    if (access(tool, X_OK)) {
+        printf("SGEMM limit: not measured (%s not found; `make all` builds it)\n", tool);
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' 2>&1", tool);
+    FILE *p = popen(cmd, "r");
+    if (!p) return 0;
+    double limit = 0;
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "limit %lf", &limit) != 1) fputs(line, stdout);
+    pclose(p);
+    if (limit > 0) printf("SGEMM limit of this machine: %.1f GFLOP/s (OpenBLAS, measured now; the 'limit' column is ours / this)\n", limit);
+    else printf("SGEMM limit: not measured (no OpenBLAS); the 'limit' column stays empty\n");
+    return limit;
+}
+
+static void limit_col(char *out, size_t n, double gflops, double limit) {
+    if (limit > 0 && gflops > 0) snprintf(out, n, "%5.0f%%", 100 * gflops / limit);
+    else snprintf(out, n, "%6s", "-");
+}
+
 static int bench_kernels(const ct_train_opts *o) {
     ct_model m;
     ct_cl cl;
-    int rc = setup_model(&m, &cl, o, CT_GEMM_NATIVE);
+    int rc = cli_bench_setup(&m, &cl, o, CT_GEMM_NATIVE);
     if (rc) return rc;
     int B = o->batch;
     printf("cltrain bench kernels: model %s, batch %d, device %s (%s)\n", m.name, B, cl.device_name, cl.platform_name);
-    printf("%-34s %-4s %10s %9s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "CLBlast ms", "GFLOP/s", "ours/CLB");
+    double limit = sgemm_limit();
+    char lim[32];
+    printf("%-34s %-4s %10s %9s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "CLBlast ms", "GFLOP/s", "ours/CLB");
     /* one real step first, so every layer's dy holds real gradients: never-written
      * buffers can hold denormals, which run many times slower on CPUs */
     ct_model_forward(&m, B);
@@ -109,17 +148,20 @@ static int bench_kernels(const ct_train_opts *o) {
         snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
         for (int p = 0; p < 2; p++) {
             double f = p ? fb : ff;
+            limit_col(lim, sizeof lim, f / t[0][p] * 1e-9, limit);
             if (f > 0)
-                printf("%-34s %-4s %10.3f %9.1f %11.3f %9.1f %7.2fx\n", p ? "" : desc, p ? "bwd" : "fwd", t[0][p] * 1e3,
-                       f / t[0][p] * 1e-9, t[1][p] * 1e3, f / t[1][p] * 1e-9, t[1][p] / t[0][p]);
+                printf("%-34s %-4s %10.3f %9.1f %6s %11.3f %9.1f %7.2fx\n", p ? "" : desc, p ? "bwd" : "fwd", t[0][p] * 1e3,
+                       f / t[0][p] * 1e-9, lim, t[1][p] * 1e3, f / t[1][p] * 1e-9, t[1][p] / t[0][p]);
             else
-                printf("%-34s %-4s %10.3f %9s %11.3f %9s %7.2fx\n", p ? "" : desc, p ? "bwd" : "fwd", t[0][p] * 1e3, "-",
+                printf("%-34s %-4s %10.3f %9s %6s %11.3f %9s %7.2fx\n", p ? "" : desc, p ? "bwd" : "fwd", t[0][p] * 1e3, "-", lim,
                        t[1][p] * 1e3, "-", t[1][p] / t[0][p]);
         }
     }
-    for (int p = 0; p < 2; p++)
-        printf("%-34s %-4s %10.3f %9.1f %11.3f %9.1f %7.2fx\n", p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p] * 1e3,
-               totf[p] / tot[0][p] * 1e-9, tot[1][p] * 1e3, totf[p] / tot[1][p] * 1e-9, tot[1][p] / tot[0][p]);
+    for (int p = 0; p < 2; p++) {
+        limit_col(lim, sizeof lim, totf[p] / tot[0][p] * 1e-9, limit);
+        printf("%-34s %-4s %10.3f %9.1f %6s %11.3f %9.1f %7.2fx\n", p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p] * 1e3,
+               totf[p] / tot[0][p] * 1e-9, lim, tot[1][p] * 1e3, totf[p] / tot[1][p] * 1e-9, tot[1][p] / tot[0][p]);
+    }
     /* the plain GEMM at 1024^3 as the device's practical bound for our kernel */
     m.gemm.mode = CT_GEMM_NATIVE;
     cl_mem A, Bm, C;
@@ -142,26 +184,34 @@ static int bench_kernels(const ct_train_opts *o) {
             tg[p] = best;
         }
         double f = 2.0 * N * N * N;
-        printf("%-34s %-4s %10.3f %9.1f %11.3f %9.1f %7.2fx\n", "sgemm 1024x1024x1024", "", tg[0] * 1e3, f / tg[0] * 1e-9,
+        limit_col(lim, sizeof lim, f / tg[0] * 1e-9, limit);
+        printf("%-34s %-4s %10.3f %9.1f %6s %11.3f %9.1f %7.2fx\n", "sgemm 1024x1024x1024", "", tg[0] * 1e3, f / tg[0] * 1e-9, lim,
                tg[1] * 1e3, f / tg[1] * 1e-9, tg[1] / tg[0]);
         ct_cl_release(&A);
         ct_cl_release(&Bm);
         ct_cl_release(&C);
     }
-    printf("GEMM tuning TM=%d NV=%d KCHUNK=%d (CLTRAIN_GEMM overrides)\n", m.gemm.tm, m.gemm.nv, m.gemm.kchunk);
+    char cfg[160];
+    ct_gemm_cfg_str(&m.gemm.def, cfg, sizeof cfg);
+    printf("GEMM default %s (from %s; CLTRAIN_GEMM overrides); %d shapes from the tuning database %s\n", cfg, m.gemm.def_from,
+           m.gemm.n_choices, m.gemm.n_choices ? m.gemm.db_path : "(none)");
     ct_model_free(&m);
     ct_cl_close(&cl);
     return 0;
 }
 
+void cli_bench_step(ct_model *m, ct_opt *opt, int B) {
+    ct_model_zero_grad(m);
+    ct_model_forward(m, B);
+    ct_model_loss(m, B);
+    ct_model_backward(m, B, NULL, NULL);
+    ct_opt_step(opt, opt->hp.lr);
+}
+
 typedef struct { ct_model *m; ct_opt *o; int B; } step_arg;
 static void step_fn(void *p) {
     step_arg *a = p;
-    ct_model_zero_grad(a->m);
-    ct_model_forward(a->m, a->B);
-    ct_model_loss(a->m, a->B);
-    ct_model_backward(a->m, a->B, NULL, NULL);
-    ct_opt_step(a->o, a->o->hp.lr);
+    cli_bench_step(a->m, a->o, a->B);
 }
 
 static double spawn_probe(const char *self, const char *cache, int pocl_cache) {
@@ -176,7 +226,7 @@ static double spawn_probe(const char *self, const char *cache, int pocl_cache) {
 static int bench_train(const ct_train_opts *o, int steps) {
     ct_model m;
     ct_cl cl;
-    int rc = setup_model(&m, &cl, o, o->gemm);
+    int rc = cli_bench_setup(&m, &cl, o, o->gemm);
     if (rc) return rc;
     int B = o->batch;
     ct_opt opt;
@@ -225,7 +275,7 @@ static int bench_train(const ct_train_opts *o, int steps) {
 static int bench_probe(const ct_train_opts *o) {
     ct_model m;
     ct_cl cl;
-    int rc = setup_model(&m, &cl, o, CT_GEMM_NATIVE);
+    int rc = cli_bench_setup(&m, &cl, o, CT_GEMM_NATIVE);
     if (rc) return rc;
     ct_opt opt;
     if (!(rc = ct_opt_setup(&opt, &m, &o->optim))) {

@@ -7,6 +7,12 @@ int cli_fail(int code);
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data);
 int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+/* bench and tune: --model (fitted to --size/--channels) on o->device, set up for
+ * o->batch with weights from o->seed and one batch of random bytes loaded. */
+int cli_bench_setup(ct_model *m, ct_cl *cl, const ct_train_opts *o, int gemm_mode);
+/* one training step on the loaded batch, as ct_train runs it (no host sync) */
+void cli_bench_step(ct_model *m, ct_opt *opt, int B);
 int cmd_eval(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_images(int argc, char **argv);

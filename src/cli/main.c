@@ -27,7 +27,9 @@ static void usage(FILE *f) {
             "  predict CHECKPOINT IMG...  the top classes of each image, with probabilities\n"
             "  export CHECKPOINT OUT.onnx  the trained network as an ONNX model (raw 0..255 pixels in)\n"
             "  bench kernels|train|pipeline|dist  measured figures, as tables (dist under mpirun)\n"
-            "  bench images|probe      image decoding against shards per thread; one start-up (what `bench train` times)\n\n"
+            "  bench images|probe      image decoding against shards per thread; one start-up (what `bench train` times)\n"
+            "  tune                    search GEMM kernels and parameters for --model's shapes on this device,\n"
+            "                          within --budget SECONDS [60 on a CPU]; training and benches use the result\n\n"
             "Training options:\n"
             "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
             "  --epochs N              passes over the training set [1]\n"
@@ -75,7 +77,7 @@ static void usage(FILE *f) {
             "  -h, --help              this help;  -V, --version  version\n\n"
             "Data-parallel: `mpirun -np N cltrain ...` runs N ranks, one device each; --batch-size is per rank.\n"
             "Environment: CLTRAIN_DEVICE, CLTRAIN_DEBUG=1|2, CLTRAIN_SYNC=1, CLTRAIN_KERNEL_DIR,\n"
-            "CLTRAIN_CACHE_DIR, CLTRAIN_GEMM=TM,NV,KCHUNK (see README).\n");
+            "CLTRAIN_CACHE_DIR, CLTRAIN_GEMM=TM,NV,KCHUNK or local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK (see README).\n");
 }
 
 int cli_fail(int code) {
@@ -339,6 +341,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "cifar10")) return cmd_cifar(argc - 1, argv + 1, 10);
     if (!strcmp(cmd, "cifar100")) return cmd_cifar(argc - 1, argv + 1, 100);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "images")) return cmd_images(argc - 1, argv + 1);
     if (!strcmp(cmd, "predict")) return cmd_predict(argc - 1, argv + 1);

@@ -1,9 +1,12 @@
-/* nn/gemm.c: host side of kernels/gemm.cl and the CLBlast path.
- * Tuning comes from a small per-device table (CPU vs GPU) and can be
- * overridden with CLTRAIN_GEMM="TM,NV,KCHUNK". Weight-gradient products
- * (reduction over the batch, transA) are split along K into cache-sized
- * chunks whose partial tiles gemm_reduce sums: without it every tile would
- * stream the whole activation matrix once more.
+/* nn/gemm.c: host side of kernels/gemm.cl, kernels/gemm_local.cl and the
+ * CLBlast path. The default variant and parameters come from the device
+ * class table in gemm_defaults.c, or CLTRAIN_GEMM ("TM,NV,KCHUNK" for the
+ * register kernel, "local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK" for the local
+ * one); a tuning database (tune.c) picks per shape. Programs are built once
+ * per parameter set and shared by the shapes that use them. Weight-gradient
+ * products (reduction over the batch, transA) are split along K into
+ * cache-sized chunks whose partial tiles gemm_reduce sums: without it every
+ * tile would stream the whole activation matrix once more.
  * Tested by tests/test_gemm.c; timed by `cltrain bench kernels`. */
 #include "cltrain/gemm.h"
 #include <clblast_c.h>
@@ -11,26 +14,73 @@
 
 enum { GEMM_WORK_ALIGN = 256 };
 
-static int split_count(const ct_gemm *g, int transA, int M, int N, int K) {
-    long tiles = (long)((M + g->tm - 1) / g->tm) * ((N + 16 * g->nv - 1) / (16 * g->nv));
+int ct_gemm_cfg_check(const ct_gemm_cfg *c) {
+    const int *p = c->p;
+    if (c->kchunk < 16) return ct_fail(CT_EINPUT, "split-K chunk %d: expected at least 16", c->kchunk);
+    if (c->variant == CT_GEMM_REG) {
+        if (p[0] < 1 || p[0] > 16 || p[1] < 1 || p[1] > 4) return ct_fail(CT_EINPUT, "register GEMM TM=%d NV=%d: expected TM 1..16, NV 1..4", p[0], p[1]);
+        return 0;
+    }
+    if (c->variant != CT_GEMM_LOCAL) return ct_fail(CT_EINPUT, "GEMM variant %d: expected reg or local", c->variant);
+    int vw = p[5];
+    if (p[0] < 1 || p[0] > 256 || p[1] < 1 || p[1] > 256 || p[2] < 1 || p[2] > 256 || p[3] < 1 || p[3] > 16 || p[4] < 1 || p[4] > 16)
+        return ct_fail(CT_EINPUT, "local GEMM tile %dx%dx%d, micro-tile %dx%d: expected tiles 1..256 and micro-tiles 1..16", p[0], p[1], p[2], p[3], p[4]);
+    if (vw != 1 && vw != 2 && vw != 4 && vw != 8) return ct_fail(CT_EINPUT, "local GEMM VW=%d: expected 1, 2, 4 or 8", vw);
+    if (p[0] % p[3] || p[1] % p[4]) return ct_fail(CT_EINPUT, "local GEMM: TSM=%d must be a multiple of WPTM=%d and TSN=%d of WPTN=%d", p[0], p[3], p[1], p[4]);
+    if (p[0] % vw || p[1] % vw || p[2] % vw) return ct_fail(CT_EINPUT, "local GEMM: TSM=%d, TSN=%d and TSK=%d must be multiples of VW=%d", p[0], p[1], p[2], vw);
+    return 0;
+}
+
+void ct_gemm_cfg_str(const ct_gemm_cfg *c, char *out, size_t n) {
+    if (c->variant == CT_GEMM_REG) snprintf(out, n, "reg TM=%d NV=%d KCHUNK=%d", c->p[0], c->p[1], c->kchunk);
+    else snprintf(out, n, "local TSM=%d TSN=%d TSK=%d WPTM=%d WPTN=%d VW=%d KCHUNK=%d", c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5], c->kchunk);
+}
+
+/* the C tile one work-item (reg) or one work-group (local) computes */
+static void tile_dims(const ct_gemm_cfg *c, int *tm, int *tn) {
+    if (c->variant == CT_GEMM_REG) { *tm = c->p[0]; *tn = 16 * c->p[1]; }
+    else { *tm = c->p[0]; *tn = c->p[1]; }
+}
+
+int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *c, int transA, int M, int N, int K) {
+    int tm, tn;
+    tile_dims(c, &tm, &tn);
+    long tiles = (long)((M + tm - 1) / tm) * ((N + tn - 1) / tn);
     /* Split when the reduction is long and the output small: weight gradients
      * (transA), or too few tiles to keep every compute unit busy. */
-    if (K < 4 * g->kchunk) return 1;
-    if (!transA && tiles >= 8L * g->cl->compute_units) return 1;
-    int s = (K + g->kchunk - 1) / g->kchunk;
+    if (K < 4 * c->kchunk) return 1;
+    long busy = c->variant == CT_GEMM_REG ? 8L * g->cl->compute_units : 2L * g->cl->compute_units;
+    if (!transA && tiles >= busy) return 1;
+    int s = (K + c->kchunk - 1) / c->kchunk;
     return s > 1024 ? 1024 : s;
 }
 
-static size_t work_need(const ct_gemm *g, int transA, int transB, int M, int N, int K) {
+ct_gemm_choice *ct_gemm_find(ct_gemm *g, int transA, int transB, int M, int N, int K) {
+    for (int i = 0; i < g->n_choices; i++) {
+        ct_gemm_choice *c = &g->choices[i];
+        if (c->transA == transA && c->transB == transB && c->M == M && c->N == N && c->K == K) return c;
+    }
+    return NULL;
+}
+
+/* the program and split-K chunk a shape runs with on our kernels */
+static void shape_prog(ct_gemm *g, int transA, int transB, int M, int N, int K, int *prog, int *kchunk) {
+    ct_gemm_choice *c = g->use_choices ? ct_gemm_find(g, transA, transB, M, N, K) : NULL;
+    if (c && c->path == CT_GEMM_NATIVE && c->prog >= 0) { *prog = c->prog; *kchunk = c->cfg.kchunk; }
+    else { *prog = g->def_prog; *kchunk = g->def.kchunk; }
+}
+
+static size_t work_need(const ct_gemm *g, int prog, int kchunk, int transA, int transB, int M, int N, int K) {
     size_t need = 0;
-    int s = split_count(g, transA, M, N, K);
+    ct_gemm_cfg c = g->progs[prog].cfg;
+    c.kchunk = kchunk;
+    int s = ct_gemm_splits(g, &c, transA, M, N, K);
     if (s > 1) need += ct_round_up((size_t)s * M * N * sizeof(float), GEMM_WORK_ALIGN);
     if (transB) need += (size_t)K * N * sizeof(float);
     return need;
 }
 
-int ct_gemm_reserve(ct_gemm *g, int transA, int transB, int M, int N, int K) {
-    size_t need = work_need(g, transA, transB, M, N, K);
+static int reserve_bytes(ct_gemm *g, size_t need) {
     if (need <= g->work_bytes) return 0;
     ct_cl_release(&g->work);
     g->work_bytes = 0;
@@ -40,37 +90,180 @@ int ct_gemm_reserve(ct_gemm *g, int transA, int transB, int M, int N, int K) {
     return 0;
 }
 
+int ct_gemm_reserve(ct_gemm *g, int transA, int transB, int M, int N, int K) {
+    int known = 0;
+    for (int i = 0; i < g->n_shapes && !known; i++) {
+        const int *s = g->shapes[i];
+        known = s[0] == transA && s[1] == transB && s[2] == M && s[3] == N && s[4] == K;
+    }
+    if (!known && g->n_shapes < CT_GEMM_MAX_SHAPES) {
+        int *s = g->shapes[g->n_shapes++];
+        s[0] = transA; s[1] = transB; s[2] = M; s[3] = N; s[4] = K;
+    }
+    int prog, kchunk;
+    shape_prog(g, transA, transB, M, N, K, &prog, &kchunk);
+    size_t need = work_need(g, prog, kchunk, transA, transB, M, N, K);
+    size_t need_def = work_need(g, g->def_prog, g->def.kchunk, transA, transB, M, N, K);
+    return reserve_bytes(g, need > need_def ? need : need_def);
+}
+
+int ct_gemm_cfg_fits(const ct_gemm *g, const ct_gemm_cfg *cfg) {
+    if (cfg->variant != CT_GEMM_LOCAL) return 0;
+    const int *p = cfg->p;
+    char what[160];
+    ct_gemm_cfg_str(cfg, what, sizeof what);
+    cl_ulong lmem = 2ull * p[2] * (p[0] + p[1]) * sizeof(float);
+    size_t wg = (size_t)(p[0] / p[3]) * (p[1] / p[4]);
+    if (lmem > g->cl->local_mem)
+        return ct_fail(CT_EDEVICE, "GEMM %s needs %llu KiB of local memory; %s has %llu KiB", what, (unsigned long long)lmem / 1024,
+                       g->cl->device_name, (unsigned long long)g->cl->local_mem / 1024);
+    if (wg > g->cl->max_wg)
+        return ct_fail(CT_EDEVICE, "GEMM %s needs work-groups of %zu; %s allows %zu", what, wg, g->cl->device_name, g->cl->max_wg);
+    return 0;
+}
+
+int ct_gemm_prog_get(ct_gemm *g, const ct_gemm_cfg *cfg) {
+    for (int i = 0; i < g->n_progs; i++)
+        if (g->progs[i].cfg.variant == cfg->variant && !memcmp(g->progs[i].cfg.p, cfg->p, sizeof cfg->p)) return i;
+    char what[160];
+    ct_gemm_cfg_str(cfg, what, sizeof what);
+    if (ct_gemm_cfg_check(cfg)) return -1;
+    if (g->n_progs >= CT_GEMM_MAX_PROGS) { ct_fail(CT_EDEVICE, "GEMM %s: more than %d parameter sets in one process", what, CT_GEMM_MAX_PROGS); return -1; }
+    if (ct_gemm_cfg_fits(g, cfg)) return -1;
+    const int *p = cfg->p;
+    char opts[160];
+    size_t wg = 1;
+    if (cfg->variant == CT_GEMM_REG) {
+        snprintf(opts, sizeof opts, "-DTM=%d -DNV=%d", p[0], p[1]);
+    } else {
+        wg = (size_t)(p[0] / p[3]) * (p[1] / p[4]);
+        snprintf(opts, sizeof opts, "-DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d -DWPTN=%d -DVW=%d", p[0], p[1], p[2], p[3], p[4], p[5]);
+    }
+    ct_gemm_prog *gp = &g->progs[g->n_progs];
+    memset(gp, 0, sizeof *gp);
+    if (ct_cl_build(g->cl, &gp->prog, cfg->variant == CT_GEMM_REG ? "gemm.cl" : "gemm_local.cl", opts)) {
+        ct_fail(CT_EDEVICE, "GEMM %s does not build on %s (log above)", what, g->cl->device_name);
+        return -1;
+    }
+    cl_int e;
+    gp->k = clCreateKernel(gp->prog, cfg->variant == CT_GEMM_REG ? "gemm" : "gemm_local", &e);
+    size_t kwg = 0;
+    if (e == CL_SUCCESS) clGetKernelWorkGroupInfo(gp->k, g->cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL);
+    if (e != CL_SUCCESS || kwg < wg) {
+        if (gp->k) clReleaseKernel(gp->k);
+        clReleaseProgram(gp->prog);
+        ct_fail(CT_EDEVICE, "GEMM %s: the compiled kernel allows %zu work-items per group, it needs %zu", what, kwg, wg);
+        return -1;
+    }
+    gp->cfg = *cfg;
+    return g->n_progs++;
+}
+
+/* CLTRAIN_GEMM="TM,NV,KCHUNK" or "local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK" */
+static int parse_env(const char *env, ct_gemm_cfg *c) {
+    int v[8];
+    char tail;
+    memset(c, 0, sizeof *c);
+    if (!strncmp(env, "local,", 6) && sscanf(env + 6, "%d,%d,%d,%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &tail) == 7) {
+        c->variant = CT_GEMM_LOCAL;
+        memcpy(c->p, v, 6 * sizeof(int));
+        c->kchunk = v[6];
+    } else if (sscanf(env, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) == 3) {
+        c->variant = CT_GEMM_REG;
+        c->p[0] = v[0]; c->p[1] = v[1];
+        c->kchunk = v[2];
+    } else {
+        return ct_fail(CT_EINPUT, "CLTRAIN_GEMM='%s': expected TM,NV,KCHUNK such as 6,2,512 or local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK such as local,64,64,16,4,4,4,128", env);
+    }
+    if (ct_gemm_cfg_check(c)) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        return ct_fail(CT_EINPUT, "CLTRAIN_GEMM='%s': %s", env, why);
+    }
+    return 0;
+}
+
+/* the first table row matching the device's type and vendor (or platform name) */
+static const ct_gemm_default *table_row(const ct_cl *cl) {
+    char vendor[256] = "";
+    cl_device_type t = 0;
+    clGetDeviceInfo(cl->device, CL_DEVICE_VENDOR, sizeof vendor, vendor, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof t, &t, NULL);
+    const ct_gemm_default *d = ct_gemm_defaults;
+    for (; d->cls; d++) {
+        if (d->type && !(t & d->type)) continue;
+        if (d->vendor && !strstr(vendor, d->vendor) && !strstr(cl->platform_name, d->vendor)) continue;
+        return d;
+    }
+    return d - 1; /* the last row is the fallback */
+}
+
+static void load_db(ct_gemm *g) {
+    ct_gemm_db_default_path(g, g->db_path, sizeof g->db_path);
+    int rc = ct_gemm_db_load(g, g->db_path);
+    if (rc == CT_EINPUT) fprintf(stderr, "cltrain: %s\n", ct_last_error());
+    else if (rc == 0) CT_DEBUG(1, "gemm: %d tuned shapes from %s", g->n_choices, g->db_path);
+}
+
 int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode) {
     memset(g, 0, sizeof *g);
     g->cl = cl;
     g->mode = mode;
-    /* per-device table: CPUs like wide register tiles; GPUs get narrower tiles and more work-items */
-    if (cl->is_cpu) { g->tm = 6; g->nv = 2; g->kchunk = 512; }
-    else            { g->tm = 4; g->nv = 1; g->kchunk = 128; } /* H200: 128 beat 512 by 1.2x, 2048 by 2x (BENCHMARKS.md) */
+    g->use_choices = 1;
+    const ct_gemm_default *row = table_row(cl);
+    g->def = row->cfg;
+    g->def_from = row->cls;
     const char *env = getenv("CLTRAIN_GEMM");
     if (env && *env) {
-        int a, b, c;
-        if (sscanf(env, "%d,%d,%d", &a, &b, &c) != 3 || a < 1 || a > 16 || b < 1 || b > 4 || c < 16)
-            return ct_fail(CT_EINPUT, "CLTRAIN_GEMM='%s': expected TM,NV,KCHUNK such as 8,2,512 (TM 1..16, NV 1..4)", env);
-        g->tm = a; g->nv = b; g->kchunk = c;
+        int rc = parse_env(env, &g->def);
+        if (rc) return rc;
+        g->def_from = "CLTRAIN_GEMM";
     }
-    char opts[128];
-    snprintf(opts, sizeof opts, "-DTM=%d -DNV=%d", g->tm, g->nv);
-    int rc = ct_cl_build(cl, &g->prog, "gemm.cl", opts);
-    if (rc) return rc;
-    g->k_gemm = ct_cl_kernel(g->prog, "gemm");
-    g->k_reduce = ct_cl_kernel(g->prog, "gemm_reduce");
-    g->k_transpose = ct_cl_kernel(g->prog, "transpose");
+    /* reduce and transpose live in gemm.cl: build it first (with the default's
+     * register parameters, or the fallback row's when the default is local) */
+    ct_gemm_cfg base = g->def;
+    if (base.variant != CT_GEMM_REG) {
+        const ct_gemm_default *d = ct_gemm_defaults;
+        while (d[1].cls) d++;
+        base = d->cfg;
+    }
+    if (ct_gemm_prog_get(g, &base) < 0) return CT_EDEVICE;
+    g->k_reduce = ct_cl_kernel(g->progs[0].prog, "gemm_reduce");
+    g->k_transpose = ct_cl_kernel(g->progs[0].prog, "transpose");
+    g->def_prog = ct_gemm_prog_get(g, &g->def);
+    if (g->def_prog < 0) {
+        if (env && *env) return CT_EDEVICE;
+        fprintf(stderr, "cltrain: %s; using %s\n", ct_last_error(), "the register GEMM kernel");
+        g->def = base;
+        g->def_from = "fallback";
+        g->def_prog = 0;
+    }
+    if (env && *env) CT_DEBUG(1, "gemm: CLTRAIN_GEMM set, the tuning database is not read");
+    else load_db(g);
     return 0;
 }
 
 void ct_gemm_free(ct_gemm *g) {
-    if (g->k_gemm) clReleaseKernel(g->k_gemm);
+    for (int i = 0; i < g->n_progs; i++) {
+        if (g->progs[i].k) clReleaseKernel(g->progs[i].k);
+        if (g->progs[i].prog) clReleaseProgram(g->progs[i].prog);
+    }
     if (g->k_reduce) clReleaseKernel(g->k_reduce);
     if (g->k_transpose) clReleaseKernel(g->k_transpose);
-    if (g->prog) clReleaseProgram(g->prog);
     ct_cl_release(&g->work);
     memset(g, 0, sizeof *g);
+}
+
+int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int path, const ct_gemm_cfg *cfg) {
+    int prog = -1;
+    if (path == CT_GEMM_NATIVE && (prog = ct_gemm_prog_get(g, cfg)) < 0) return CT_EDEVICE;
+    ct_gemm_choice *c = ct_gemm_find(g, transA, transB, M, N, K);
+    if (!c) {
+        if (g->n_choices >= CT_GEMM_MAX_SHAPES) return ct_fail(CT_EINPUT, "more than %d tuned GEMM shapes", CT_GEMM_MAX_SHAPES);
+        c = &g->choices[g->n_choices++];
+    }
+    *c = (ct_gemm_choice){transA, transB, M, N, K, path, path == CT_GEMM_NATIVE ? *cfg : g->def, prog};
+    return 0;
 }
 
 static void run_reduce(ct_gemm *g, int M, int N, int S, float alpha, cl_mem P, size_t offP, int ldp, float beta,
@@ -81,36 +274,9 @@ static void run_reduce(ct_gemm *g, int M, int N, int S, float alpha, cl_mem P, s
     ct_cl_run(g->cl, g->k_reduce, "gemm_reduce", 2, gws, g->cl->is_cpu ? NULL : lws);
 }
 
-void ct_gemm_native(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
-                    cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
-                    float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
-    if (M <= 0 || N <= 0) return;
-    size_t need = work_need(g, transA, transB, M, N, K);
-    if (need > g->work_bytes && ct_gemm_reserve(g, transA, transB, M, N, K)) {
-        fprintf(stderr, "cltrain: %s\n", ct_last_error());
-        exit(1);
-    }
-    int S = split_count(g, transA, M, N, K);
-    size_t partial_bytes = S > 1 ? ct_round_up((size_t)S * M * N * sizeof(float), GEMM_WORK_ALIGN) : 0;
-    if (transB) {
-        /* B is [N, K]: transpose into the workspace as [K, N] */
-        int offT = (int)(partial_bytes / sizeof(float));
-        ct_kargs(g->k_transpose, g->work, offT, B, (int)offB, N, K, ldb);
-        size_t gws[2] = {(size_t)K, (size_t)N};
-        ct_cl_run(g->cl, g->k_transpose, "transpose", 2, gws, NULL);
-        ct_gemm_native(g, transA, 0, M, N, K, alpha, A, offA, lda, g->work, (size_t)offT, N, beta, C, offC, ldc, bias, offBias, act);
-        return;
-    }
-    int tiles_m = (M + g->tm - 1) / g->tm, tiles_n = (N + 16 * g->nv - 1) / (16 * g->nv);
-    int kchunk = S > 1 ? (K + S - 1) / S : K;
-    cl_mem out = S > 1 ? g->work : C;
-    int offOut = S > 1 ? 0 : (int)offC, ldOut = S > 1 ? N : ldc;
-    float a1 = S > 1 ? 1.0f : alpha, b1 = S > 1 ? 0.0f : beta;
-    cl_mem bias1 = S > 1 ? NULL : bias;
-    int act1 = S > 1 ? 0 : act;
-    cl_kernel k = g->k_gemm;
-    ct_kargs(k, M, N, K, a1, A, (int)offA, lda, transA, B, (int)offB, ldb, b1, out, offOut,
-               ldOut, bias1, (int)offBias, act1, kchunk);
+/* launch the register kernel: one work-item per TM x 16*NV tile */
+static void launch_reg(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int N, int S) {
+    int tiles_m = (M + c->p[0] - 1) / c->p[0], tiles_n = (N + 16 * c->p[1] - 1) / (16 * c->p[1]);
     size_t gws[3] = {(size_t)tiles_m, (size_t)tiles_n, (size_t)S};
     if (g->cl->is_cpu) {
         /* one work-group = all tiles of one K chunk (they share its rows in cache),
@@ -125,7 +291,60 @@ void ct_gemm_native(ct_gemm *g, int transA, int transB, int M, int N, int K, flo
         size_t lws[3] = {16, tiles_n >= 4 ? 4 : 1, 1};
         ct_cl_run(g->cl, k, "gemm", 3, gws, lws);
     }
+}
+
+/* launch the local-memory kernel: one work-group per TSM x TSN tile */
+static void launch_local(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int N, int S) {
+    const int *p = c->p;
+    size_t lws[3] = {(size_t)(p[1] / p[4]), (size_t)(p[0] / p[3]), 1};
+    size_t gws[3] = {(size_t)((N + p[1] - 1) / p[1]) * lws[0], (size_t)((M + p[0] - 1) / p[0]) * lws[1], (size_t)S};
+    ct_cl_run(g->cl, k, "gemm_local", 3, gws, lws);
+}
+
+void ct_gemm_native_with(ct_gemm *g, int prog, int kchunk, int transA, int transB, int M, int N, int K, float alpha,
+                         cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
+                         float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
+    if (M <= 0 || N <= 0) return;
+    const ct_gemm_prog *gp = &g->progs[prog];
+    ct_gemm_cfg c = gp->cfg;
+    c.kchunk = kchunk;
+    size_t need = work_need(g, prog, kchunk, transA, transB, M, N, K);
+    if (need > g->work_bytes && reserve_bytes(g, need)) {
+        fprintf(stderr, "cltrain: %s\n", ct_last_error());
+        exit(1);
+    }
+    int S = ct_gemm_splits(g, &c, transA, M, N, K);
+    size_t partial_bytes = S > 1 ? ct_round_up((size_t)S * M * N * sizeof(float), GEMM_WORK_ALIGN) : 0;
+    if (transB) {
+        /* B is [N, K]: transpose into the workspace as [K, N] */
+        int offT = (int)(partial_bytes / sizeof(float));
+        ct_kargs(g->k_transpose, g->work, offT, B, (int)offB, N, K, ldb);
+        size_t gws[2] = {(size_t)K, (size_t)N};
+        ct_cl_run(g->cl, g->k_transpose, "transpose", 2, gws, NULL);
+        B = g->work;
+        offB = (size_t)offT;
+        ldb = N;
+    }
+    int kc = S > 1 ? (K + S - 1) / S : K;
+    cl_mem out = S > 1 ? g->work : C;
+    int offOut = S > 1 ? 0 : (int)offC, ldOut = S > 1 ? N : ldc;
+    float a1 = S > 1 ? 1.0f : alpha, b1 = S > 1 ? 0.0f : beta;
+    cl_mem bias1 = S > 1 ? NULL : bias;
+    int act1 = S > 1 ? 0 : act;
+    ct_kargs(gp->k, M, N, K, a1, A, (int)offA, lda, transA, B, (int)offB, ldb, b1, out, offOut,
+               ldOut, bias1, (int)offBias, act1, kc);
+    if (c.variant == CT_GEMM_REG) launch_reg(g, gp->k, &c, M, N, S);
+    else launch_local(g, gp->k, &c, M, N, S);
     if (S > 1) run_reduce(g, M, N, S, alpha, g->work, 0, N, beta, C, offC, ldc, bias, offBias, act);
+}
+
+void ct_gemm_native(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
+                    cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
+                    float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
+    int prog, kchunk;
+    shape_prog(g, transA, transB, M, N, K, &prog, &kchunk);
+    ct_gemm_native_with(g, prog, kchunk, transA, transB, M, N, K, alpha, A, offA, lda, B, offB, ldb, beta, C, offC, ldc,
+                        bias, offBias, act);
 }
 
 int ct_gemm_clblast(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
@@ -161,29 +380,35 @@ static double time_path(ct_gemm *g, int path, int transA, int transB, int M, int
     return best;
 }
 
+/* --gemm auto, first call of a shape: time ours against CLBlast and remember
+ * the faster in the tuning database. Returns the path, or -1 when the call
+ * accumulates into C (beta != 0) and cannot be timed on C. */
+static int auto_choose(ct_gemm *g, int transA, int transB, int M, int N, int K,
+                       cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb, float beta,
+                       cl_mem C, size_t offC, int ldc) {
+    if (beta != 0.0f) return -1;
+    double tn = time_path(g, CT_GEMM_NATIVE, transA, transB, M, N, K, A, offA, lda, B, offB, ldb, C, offC, ldc);
+    double tb = time_path(g, CT_GEMM_CLBLAST, transA, transB, M, N, K, A, offA, lda, B, offB, ldb, C, offC, ldc);
+    int path = tb < tn ? CT_GEMM_CLBLAST : CT_GEMM_NATIVE;
+    CT_DEBUG(1, "gemm %c%c %dx%dx%d: native %.3f ms, clblast %.3f ms -> %s", transA ? 'T' : 'N', transB ? 'T' : 'N',
+             M, N, K, tn * 1e3, tb * 1e3, path ? "clblast" : "native");
+    int prog, kchunk;
+    shape_prog(g, transA, transB, M, N, K, &prog, &kchunk);
+    ct_gemm_cfg cfg = g->progs[prog].cfg;
+    cfg.kchunk = kchunk;
+    if (!ct_gemm_choose(g, transA, transB, M, N, K, path, &cfg) && g->db_path[0] && ct_gemm_db_save(g, g->db_path))
+        fprintf(stderr, "cltrain: %s\n", ct_last_error());
+    return path;
+}
+
 void ct_gemm_run(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
                  cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
                  float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
     int path = g->mode;
     if (path == CT_GEMM_AUTO) {
-        path = -1;
-        for (int i = 0; i < g->n_choices; i++) {
-            ct_gemm_choice *c = &g->choices[i];
-            if (c->transA == transA && c->transB == transB && c->M == M && c->N == N && c->K == K) { path = c->path; break; }
-        }
-        if (path < 0) {
-            /* Measure once. The timed calls overwrite C, so time only when C is
-             * not accumulated into (beta 0): otherwise use the native path. */
-            path = CT_GEMM_NATIVE;
-            if (beta == 0.0f) {
-                double tn = time_path(g, CT_GEMM_NATIVE, transA, transB, M, N, K, A, offA, lda, B, offB, ldb, C, offC, ldc);
-                double tb = time_path(g, CT_GEMM_CLBLAST, transA, transB, M, N, K, A, offA, lda, B, offB, ldb, C, offC, ldc);
-                path = tb < tn ? CT_GEMM_CLBLAST : CT_GEMM_NATIVE;
-                CT_DEBUG(1, "gemm %c%c %dx%dx%d: native %.3f ms, clblast %.3f ms -> %s", transA ? 'T' : 'N', transB ? 'T' : 'N',
-                         M, N, K, tn * 1e3, tb * 1e3, path ? "clblast" : "native");
-                if (g->n_choices < 64) g->choices[g->n_choices++] = (ct_gemm_choice){transA, transB, M, N, K, path};
-            }
-        }
+        ct_gemm_choice *c = g->use_choices ? ct_gemm_find(g, transA, transB, M, N, K) : NULL;
+        path = c ? c->path : auto_choose(g, transA, transB, M, N, K, A, offA, lda, B, offB, ldb, beta, C, offC, ldc);
+        if (path < 0) path = CT_GEMM_NATIVE;
     }
     if (path == CT_GEMM_CLBLAST) {
         if (ct_gemm_clblast(g, transA, transB, M, N, K, alpha, A, offA, lda, B, offB, ldb, beta, C, offC, ldc, bias, offBias, act)) {

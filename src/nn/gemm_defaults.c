@@ -1,0 +1,37 @@
+/* nn/gemm_defaults.c: the shipped GEMM choice per device class, and the
+ * candidates `cltrain tune` searches. One table each, read top to bottom;
+ * the first row whose device type and vendor match is used (ct_gemm_init).
+ * A tuning database (`cltrain tune`) overrides these per shape, and
+ * CLTRAIN_GEMM overrides both. Every candidate below is tested against the
+ * float64 reference on PoCL by tests/test_gemm.c. */
+#include "cltrain/gemm.h"
+
+#define REG(tm, nv, kc) {CT_GEMM_REG, {tm, nv, 0, 0, 0, 0}, kc}
+#define LOCAL(tsm, tsn, tsk, wptm, wptn, vw, kc) {CT_GEMM_LOCAL, {tsm, tsn, tsk, wptm, wptn, vw}, kc}
+
+const ct_gemm_default ct_gemm_defaults[] = {
+    /* class     device type          vendor contains            variant and parameters      where the figure comes from */
+    {"cpu",      CL_DEVICE_TYPE_CPU, NULL,                     REG(6, 2, 512)},               /* PoCL, 2 cores: bench kernels */
+    {"nvidia",   CL_DEVICE_TYPE_GPU, "NVIDIA",                 LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate (16x16 work-items, 4x4 each); H200: split 128 beat 512 */
+    {"amd",      CL_DEVICE_TYPE_GPU, "Advanced Micro Devices", LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate, not measured */
+    {"amd",      CL_DEVICE_TYPE_GPU, "AMD",                    LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate, not measured */
+    {"intel",    CL_DEVICE_TYPE_GPU, "Intel",                  LOCAL(32, 32, 16, 4, 4, 4, 128)}, /* estimate: smaller work-groups */
+    {"fallback", 0,                  NULL,                     REG(4, 1, 128)},               /* any other device: the old GPU row */
+    {NULL, 0, NULL, REG(0, 0, 0)},
+};
+
+/* The search space of `cltrain tune`. Split-K chunks are tried separately
+ * (ct_gemm_kchunks) on shapes that split; the kchunk here is the one used
+ * on shapes that do not. */
+const ct_gemm_cfg ct_gemm_candidates[] = {
+    REG(6, 2, 512), REG(4, 2, 512), REG(8, 2, 512), REG(8, 1, 512), REG(4, 1, 128),
+    LOCAL(64, 64, 16, 4, 4, 4, 128),   /* 256 work-items */
+    LOCAL(128, 128, 16, 8, 8, 4, 128), /* 256 work-items, 32 KiB of local memory */
+    LOCAL(128, 64, 16, 8, 4, 4, 128),  /* 256 work-items */
+    LOCAL(32, 32, 16, 4, 4, 4, 128),   /* 64 work-items */
+    LOCAL(64, 64, 8, 8, 8, 2, 128),    /* 64 work-items, 8x8 micro-tile */
+    LOCAL(32, 64, 32, 4, 8, 8, 128),   /* 64 work-items, 8-wide loads */
+};
+const int ct_gemm_n_candidates = (int)(sizeof ct_gemm_candidates / sizeof *ct_gemm_candidates);
+const int ct_gemm_kchunks[] = {128, 256, 512, 1024};
+const int ct_gemm_n_kchunks = (int)(sizeof ct_gemm_kchunks / sizeof *ct_gemm_kchunks);

@@ -1,0 +1,387 @@
+/* nn/tune.c: the GEMM tuning database and the search that fills it.
+ * The database is a text file in the cache directory, one per device,
+ * keyed like the program cache: device and platform names, driver, device
+ * and platform versions, and the hash of the GEMM kernel sources. A file
+ * that is damaged or from another device, driver or kernel source is
+ * ignored with one line saying why; the shipped defaults are used then.
+ * The search (`cltrain tune`) validates each candidate on each shape against
+ * a float64 reference (sampled entries, every entry finite after NaN
+ * poisoning) before timing it, and keeps it only when it beats the default.
+ * Tested by tests/tune.sh (database errors, budget, skipped variants) and,
+ * for the kernels it picks from, by tests/test_gemm.c. */
+#include "cltrain/gemm.h"
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char DB_MAGIC[] = "cltrain gemm tuning database 1";
+static const char *const DB_SOURCES[] = {"prelude.cl", "gemm.cl", "gemm_local.cl"};
+
+void ct_gemm_db_default_path(const ct_gemm *g, char *out, size_t n) {
+    char dir[4000];
+    ct_cl_cache_dir(dir, sizeof dir);
+    uint64_t h = ct_hash_str(ct_hash_str(0xcbf29ce484222325ull, g->cl->platform_name), g->cl->device_name);
+    snprintf(out, n, "%s/gemm-tune-%016llx.txt", dir, (unsigned long long)h);
+}
+
+static uint64_t sources_hash(void) { return ct_cl_source_hash(DB_SOURCES, 3); }
+
+static const char *trans_str(int tA, int tB) { return tA ? (tB ? "TT" : "TN") : (tB ? "NT" : "NN"); }
+
+int ct_gemm_db_save(const ct_gemm *g, const char *path) {
+    char dir[4200], tmp[4300];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) { *slash = 0; ct_mkdir_p(dir); }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return ct_fail(CT_EIO, "%s: cannot write the tuning database; check CLTRAIN_CACHE_DIR", tmp);
+    const ct_cl *cl = g->cl;
+    fprintf(f, "%s\ndevice %s\nplatform %s\ndriver %s\ndevice-version %s\nplatform-version %s\nkernels %016llx\n", DB_MAGIC,
+            cl->device_name, cl->platform_name, cl->driver_version, cl->device_version, cl->platform_version,
+            (unsigned long long)sources_hash());
+    fprintf(f, "# shape OP M N K native reg TM NV KCHUNK | native local TSM TSN TSK WPTM WPTN VW KCHUNK | clblast\n");
+    for (int i = 0; i < g->n_choices; i++) {
+        const ct_gemm_choice *c = &g->choices[i];
+        fprintf(f, "shape %s %d %d %d ", trans_str(c->transA, c->transB), c->M, c->N, c->K);
+        if (c->path == CT_GEMM_CLBLAST) fprintf(f, "clblast\n");
+        else if (c->cfg.variant == CT_GEMM_REG) fprintf(f, "native reg %d %d %d\n", c->cfg.p[0], c->cfg.p[1], c->cfg.kchunk);
+        else fprintf(f, "native local %d %d %d %d %d %d %d\n", c->cfg.p[0], c->cfg.p[1], c->cfg.p[2], c->cfg.p[3], c->cfg.p[4],
+                     c->cfg.p[5], c->cfg.kchunk);
+    }
+    fprintf(f, "end %d\n", g->n_choices);
+    int ok = !ferror(f);
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path)) {
+        unlink(tmp);
+        return ct_fail(CT_EIO, "%s: cannot write the tuning database", path);
+    }
+    return 0;
+}
+
+/* a header line "KEY VALUE" against this device's VALUE */
+static int header_line(const char *path, const char *line, const char *key, const char *want, const char *what) {
+    size_t kl = strlen(key);
+    if (strncmp(line, key, kl) || line[kl] != ' ')
+        return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (expected the '%s' line); using the shipped GEMM defaults", path, key);
+    if (strcmp(line + kl + 1, want))
+        return ct_fail(CT_EINPUT, "tuning database %s ignored: written for %s '%s', this is '%s'; using the shipped GEMM defaults (run `cltrain tune` again)",
+                       path, what, line + kl + 1, want);
+    return 0;
+}
+
+/* "shape OP M N K native reg ... | native local ... | clblast" into *c; 0 or -1 */
+static int parse_shape(const char *line, ct_gemm_choice *c) {
+    char op[4], path[16], var[16];
+    int v[7], n = 0;
+    memset(c, 0, sizeof *c);
+    if (sscanf(line, "shape %3s %d %d %d %15s %n", op, &c->M, &c->N, &c->K, path, &n) != 5 || !n) return -1;
+    if (strlen(op) != 2 || (op[0] != 'N' && op[0] != 'T') || (op[1] != 'N' && op[1] != 'T')) return -1;
+    if (c->M < 1 || c->N < 1 || c->K < 1) return -1;
+    c->transA = op[0] == 'T';
+    c->transB = op[1] == 'T';
+    const char *rest = line + n;
+    char tail;
+    if (!strcmp(path, "clblast")) { c->path = CT_GEMM_CLBLAST; return *rest ? -1 : 0; }
+    if (strcmp(path, "native")) return -1;
+    c->path = CT_GEMM_NATIVE;
+    if (sscanf(rest, "reg %d %d %d %c", &v[0], &v[1], &v[2], &tail) == 3) {
+        c->cfg = (ct_gemm_cfg){CT_GEMM_REG, {v[0], v[1], 0, 0, 0, 0}, v[2]};
+    } else if (sscanf(rest, "local %d %d %d %d %d %d %d %c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &tail) == 7) {
+        c->cfg = (ct_gemm_cfg){CT_GEMM_LOCAL, {v[0], v[1], v[2], v[3], v[4], v[5]}, v[6]};
+    } else {
+        return -1;
+    }
+    (void)var;
+    return ct_gemm_cfg_check(&c->cfg) ? -1 : 0;
+}
+
+/* read one line without its newline; 0 at end of file, -1 when too long */
+static int read_line(FILE *f, char *buf, size_t n) {
+    if (!fgets(buf, (int)n, f)) return 0;
+    size_t l = strlen(buf);
+    if (l && buf[l - 1] == '\n') buf[--l] = 0;
+    else if (!feof(f)) return -1;
+    return 1;
+}
+
+static int load_lines(ct_gemm *g, const char *path, FILE *f) {
+    const ct_cl *cl = g->cl;
+    char line[1024], hash[32];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)sources_hash());
+    const char *keys[][3] = {{"device", cl->device_name, "device"}, {"platform", cl->platform_name, "platform"},
+                             {"driver", cl->driver_version, "driver"}, {"device-version", cl->device_version, "device version"},
+                             {"platform-version", cl->platform_version, "platform version"},
+                             {"kernels", hash, "GEMM kernel sources with hash"}};
+    if (read_line(f, line, sizeof line) != 1 || strcmp(line, DB_MAGIC))
+        return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (not a cltrain tuning database); using the shipped GEMM defaults", path);
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        if (read_line(f, line, sizeof line) != 1)
+            return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (header cut short); using the shipped GEMM defaults", path);
+        int rc = header_line(path, line, keys[k][0], keys[k][1], keys[k][2]);
+        if (rc) return rc;
+    }
+    int lineno = 1 + (int)(sizeof keys / sizeof *keys), r, count;
+    char tail;
+    while ((r = read_line(f, line, sizeof line)) == 1) {
+        lineno++;
+        if (line[0] == '#') continue;
+        if (sscanf(line, "end %d %c", &count, &tail) == 1) {
+            if (count != g->n_choices || read_line(f, line, sizeof line) != 0) break;
+            return 0;
+        }
+        ct_gemm_choice c;
+        if (parse_shape(line, &c))
+            return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (line %d: '%.60s'); using the shipped GEMM defaults", path, lineno, line);
+        if (ct_gemm_choose(g, c.transA, c.transB, c.M, c.N, c.K, c.path, &c.cfg))
+            fprintf(stderr, "cltrain: tuning database %s, line %d: %s; that shape uses the default\n", path, lineno, ct_last_error());
+    }
+    return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (%s near line %d); using the shipped GEMM defaults", path,
+                   r < 0 ? "a line too long" : "cut short or bad end count", lineno);
+}
+
+int ct_gemm_db_load(ct_gemm *g, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    g->n_choices = 0;
+    int rc = load_lines(g, path, f);
+    fclose(f);
+    if (rc) g->n_choices = 0;
+    return rc;
+}
+
+/* ---- the search ---- */
+
+typedef struct {
+    int tA, tB, M, N, K;
+    float *A, *B;        /* host copies, for the reference */
+    cl_mem dA, dB, dC;
+    float *got;
+    int ns;              /* sampled entries */
+    int *sm, *sn;
+    double *want;
+} tune_shape;
+
+static int shape_setup(ct_gemm *g, tune_shape *t, const int *s) {
+    memset(t, 0, sizeof *t);
+    t->tA = s[0]; t->tB = s[1]; t->M = s[2]; t->N = s[3]; t->K = s[4];
+    size_t na = (size_t)t->M * t->K, nb = (size_t)t->K * t->N, nc = (size_t)t->M * t->N;
+    if (na > (1u << 27) || nb > (1u << 27) || nc > (1u << 27))
+        return ct_fail(CT_ENOMEM, "over 512 MiB per matrix");
+    int rc = ct_cl_alloc(g->cl, &t->dA, na * 4, "tune A");
+    if (!rc) rc = ct_cl_alloc(g->cl, &t->dB, nb * 4, "tune B");
+    if (!rc) rc = ct_cl_alloc(g->cl, &t->dC, nc * 4, "tune C");
+    if (rc) return rc;
+    t->A = ct_xmalloc(na * 4);
+    t->B = ct_xmalloc(nb * 4);
+    t->got = ct_xmalloc(nc * 4);
+    ct_rng r = ct_rng_make(12, (uint64_t)t->M * 131 + t->N, (uint64_t)t->K);
+    for (size_t i = 0; i < na; i++) t->A[i] = 2 * ct_rng_uniform(&r) - 1;
+    for (size_t i = 0; i < nb; i++) t->B[i] = 2 * ct_rng_uniform(&r) - 1;
+    ct_cl_write(g->cl, t->dA, 0, na * 4, t->A);
+    ct_cl_write(g->cl, t->dB, 0, nb * 4, t->B);
+    /* the reference on the corners, the last row and column, and random entries */
+    t->ns = 4 + 64 + 64 + 256;
+    t->sm = ct_xmalloc(sizeof(int) * t->ns);
+    t->sn = ct_xmalloc(sizeof(int) * t->ns);
+    t->want = ct_xmalloc(sizeof(double) * t->ns);
+    for (int i = 0; i < t->ns; i++) {
+        int m = (int)ct_rng_below(&r, (uint32_t)t->M), n = (int)ct_rng_below(&r, (uint32_t)t->N);
+        if (i < 4) { m = i & 1 ? t->M - 1 : 0; n = i & 2 ? t->N - 1 : 0; }
+        else if (i < 68) m = t->M - 1;
+        else if (i < 132) n = t->N - 1;
+        double sum = 0;
+        for (int k = 0; k < t->K; k++) {
+            double a = t->tA ? t->A[(size_t)k * t->M + m] : t->A[(size_t)m * t->K + k];
+            double b = t->tB ? t->B[(size_t)n * t->K + k] : t->B[(size_t)k * t->N + n];
+            sum += a * b;
+        }
+        t->sm[i] = m; t->sn[i] = n; t->want[i] = sum;
+    }
+    return 0;
+}
+
+static void shape_free(tune_shape *t) {
+    ct_cl_release(&t->dA); ct_cl_release(&t->dB); ct_cl_release(&t->dC);
+    free(t->A); free(t->B); free(t->got); free(t->sm); free(t->sn); free(t->want);
+}
+
+static void run_once(ct_gemm *g, tune_shape *t, int prog, int kchunk) {
+    ct_gemm_native_with(g, prog, kchunk, t->tA, t->tB, t->M, t->N, t->K, 1.0f, t->dA, 0, t->tA ? t->M : t->K, t->dB, 0,
+                        t->tB ? t->K : t->N, 0.0f, t->dC, 0, t->N, NULL, 0, 0);
+}
+
+/* run once on a NaN-poisoned C and compare with the reference: 0 when right */
+static int validate(ct_gemm *g, tune_shape *t, int prog, int kchunk, char *why, size_t n) {
+    size_t nc = (size_t)t->M * t->N;
+    float nan = NAN;
+    CL_CHECK(clEnqueueFillBuffer(g->cl->queue, t->dC, &nan, sizeof nan, 0, nc * 4, 0, NULL, NULL));
+    run_once(g, t, prog, kchunk);
+    ct_cl_read(g->cl, t->dC, 0, nc * 4, t->got);
+    for (size_t i = 0; i < nc; i++)
+        if (!isfinite(t->got[i])) { snprintf(why, n, "C[%zu] = %g (not written or not finite)", i, t->got[i]); return -1; }
+    double atol = 4e-5 * sqrt((double)t->K + 1);
+    for (int i = 0; i < t->ns; i++) {
+        double got = t->got[(size_t)t->sm[i] * t->N + t->sn[i]], want = t->want[i];
+        if (fabs(got - want) > atol + 1e-4 * fabs(want)) {
+            snprintf(why, n, "C[%d,%d] = %.7g, reference %.7g", t->sm[i], t->sn[i], got, want);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* best of up to 3 timed runs, fewer when past `until` */
+static double time_cfg(ct_gemm *g, tune_shape *t, int prog, int kchunk, double until) {
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        ct_cl_finish(g->cl);
+        double t0 = ct_now();
+        run_once(g, t, prog, kchunk);
+        ct_cl_finish(g->cl);
+        double dt = ct_now() - t0;
+        if (dt < best) best = dt;
+        if (ct_now() > until) break;
+    }
+    return best;
+}
+
+/* The candidates: the table's, then CLTRAIN_TUNE_CANDIDATES (entries like
+ * CLTRAIN_GEMM separated by ';'), for devices or tests that need more. */
+static int candidates(ct_gemm_cfg *out, int max) {
+    int n = 0;
+    for (int i = 0; i < ct_gemm_n_candidates && n < max; i++) out[n++] = ct_gemm_candidates[i];
+    const char *env = getenv("CLTRAIN_TUNE_CANDIDATES");
+    for (const char *p = env; p && *p && n < max;) {
+        char one[128];
+        size_t l = strcspn(p, ";");
+        snprintf(one, sizeof one, "%.*s", (int)(l < sizeof one ? l : sizeof one - 1), p);
+        int v[7];
+        ct_gemm_cfg c;
+        memset(&c, 0, sizeof c);
+        if (sscanf(one, "local,%d,%d,%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) == 7)
+            c = (ct_gemm_cfg){CT_GEMM_LOCAL, {v[0], v[1], v[2], v[3], v[4], v[5]}, v[6]};
+        else if (sscanf(one, "%d,%d,%d", &v[0], &v[1], &v[2]) == 3)
+            c = (ct_gemm_cfg){CT_GEMM_REG, {v[0], v[1], 0, 0, 0, 0}, v[2]};
+        else
+            fprintf(stderr, "cltrain: CLTRAIN_TUNE_CANDIDATES entry '%s' skipped: expected TM,NV,KCHUNK or local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK\n", one);
+        if (c.kchunk) out[n++] = c;
+        p += l;
+        if (*p) p++;
+    }
+    return n;
+}
+
+static void remove_choice(ct_gemm *g, int tA, int tB, int M, int N, int K) {
+    ct_gemm_choice *c = ct_gemm_find(g, tA, tB, M, N, K);
+    if (c) *c = g->choices[--g->n_choices];
+}
+
+typedef struct { int prog; int kchunk; double t; } tune_best;
+
+/* Time every candidate (and split-K chunk, where the shape splits) of one shape until `until`. */
+static void search_shape(ct_gemm *g, tune_shape *t, const ct_gemm_cfg *cand, int nc, int *failed, double until, FILE *log,
+                         tune_best *best) {
+    char why[256], what[160];
+    for (int i = 0; i < nc && ct_now() < until; i++) {
+        if (failed[i]) continue;
+        int prog = ct_gemm_prog_get(g, &cand[i]);
+        if (prog < 0) {
+            failed[i] = 1;
+            fprintf(log, "\n  skipped: %s\n", ct_last_error());
+            continue;
+        }
+        int seen[8], n_seen = 0;
+        for (int j = -1; j < ct_gemm_n_kchunks && ct_now() < until; j++) {
+            ct_gemm_cfg c = cand[i];
+            if (j >= 0) c.kchunk = ct_gemm_kchunks[j];
+            int S = ct_gemm_splits(g, &c, t->tA, t->M, t->N, t->K), dup = 0;
+            for (int q = 0; q < n_seen; q++) dup |= seen[q] == S;
+            if (dup || n_seen >= 8) continue;
+            seen[n_seen++] = S;
+            if (validate(g, t, prog, c.kchunk, why, sizeof why)) {
+                ct_gemm_cfg_str(&c, what, sizeof what);
+                fprintf(log, "\n  rejected %s: wrong result, %s\n", what, why);
+                break;
+            }
+            double dt = time_cfg(g, t, prog, c.kchunk, until);
+            if (dt < best->t) *best = (tune_best){prog, c.kchunk, dt};
+        }
+        fputc('.', log);
+        fflush(log);
+    }
+}
+
+/* one shape: the default first, then the candidates; returns 1 when a choice was kept */
+static int tune_one(ct_gemm *g, const int *s, const ct_gemm_cfg *cand, int nc, int *failed, double until, FILE *log) {
+    tune_shape t;
+    char what[160], why[256];
+    fprintf(log, "  %s %6dx%-5dx%-6d ", trans_str(s[0], s[1]), s[2], s[3], s[4]);
+    fflush(log);
+    if (shape_setup(g, &t, s)) {
+        fprintf(log, "skipped: %s\n", ct_last_error());
+        shape_free(&t);
+        return 0;
+    }
+    int kept = 0;
+    if (validate(g, &t, g->def_prog, g->def.kchunk, why, sizeof why)) {
+        fprintf(log, "the default gives a wrong result (%s); not tuned\n", why);
+    } else {
+        double t_def = time_cfg(g, &t, g->def_prog, g->def.kchunk, until);
+        tune_best best = {g->def_prog, g->def.kchunk, t_def};
+        search_shape(g, &t, cand, nc, failed, until, log, &best);
+        ct_gemm_cfg c = g->progs[best.prog].cfg;
+        c.kchunk = best.kchunk;
+        ct_gemm_cfg_str(&c, what, sizeof what);
+        if (best.t < 0.97 * t_def && !ct_gemm_choose(g, s[0], s[1], s[2], s[3], s[4], CT_GEMM_NATIVE, &c)) {
+            fprintf(log, " default %.3f ms, %s %.3f ms (%.2fx)\n", t_def * 1e3, what, best.t * 1e3, t_def / best.t);
+            kept = 1;
+        } else {
+            remove_choice(g, s[0], s[1], s[2], s[3], s[4]);
+            fprintf(log, " default %.3f ms stays (best other %.3f ms)\n", t_def * 1e3, best.t * 1e3);
+        }
+    }
+    shape_free(&t);
+    return kept;
+}
+
+int ct_gemm_tune(ct_gemm *g, double budget_s, FILE *log) {
+    double t0 = ct_now(), deadline = t0 + budget_s;
+    ct_gemm_cfg cand[64];
+    int failed[64] = {0};
+    int nc = candidates(cand, 64);
+    /* largest shapes first: they matter most when the budget runs out */
+    int order[CT_GEMM_MAX_SHAPES], n = g->n_shapes, kept = 0;
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0; j--) {
+            const int *a = g->shapes[order[j - 1]], *b = g->shapes[order[j]];
+            if ((double)a[2] * a[3] * a[4] >= (double)b[2] * b[3] * b[4]) break;
+            int x = order[j]; order[j] = order[j - 1]; order[j - 1] = x;
+        }
+    fprintf(log, "tuning %d GEMM shapes x %d candidates on %s, budget %.0f s (each '.' is one candidate)\n", n, nc,
+            g->cl->device_name, budget_s);
+    /* what cannot run on this device is skipped before anything is built; then
+     * every candidate is built first, so compile time is not taken from one shape's share */
+    for (int i = 0; i < nc; i++)
+        if (ct_gemm_cfg_check(&cand[i]) || ct_gemm_cfg_fits(g, &cand[i])) {
+            failed[i] = 1;
+            fprintf(log, "  skipped: %s\n", ct_last_error());
+        }
+    for (int i = 0; i < nc && ct_now() < deadline; i++)
+        if (!failed[i] && ct_gemm_prog_get(g, &cand[i]) < 0) {
+            failed[i] = 1;
+            fprintf(log, "  skipped: %s\n", ct_last_error());
+        }
+    for (int i = 0; i < n; i++) {
+        double now = ct_now();
+        if (now >= deadline) {
+            fprintf(log, "  budget spent: %d shapes keep their current choice\n", n - i);
+            break;
+        }
+        fprintf(log, "[%2d/%d]", i + 1, n);
+        kept += tune_one(g, g->shapes[order[i]], cand, nc, failed, now + (deadline - now) / (n - i), log);
+    }
+    fprintf(log, "searched for %.1f s; %d of %d shapes run faster than with the default\n", ct_now() - t0, kept, n);
+    return kept;
+}

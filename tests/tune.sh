@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# tune.sh: `cltrain tune` and its tuning database. A tiny budget must be kept
+# and a database written; a database entry must change the kernel a shape
+# runs; a damaged database, or one from another device, driver or kernel
+# source, must be ignored with one line saying why while the run goes on
+# with the defaults; a variant over the device's local memory is skipped
+# with a message; bad --budget and CLTRAIN_GEMM values exit 2. Prints TAP.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=$here/${CLTRAIN_BUILD:-build}/cltrain
+[[ $bin == /* ]] || bin=$here/$bin
+case ${CLTRAIN_BUILD:-build} in /*) bin=${CLTRAIN_BUILD}/cltrain ;; esac
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+export CLTRAIN_CACHE_DIR=$tmp/cache
+mkdir -p "$CLTRAIN_CACHE_DIR"
+# compiled programs are keyed by source, options and device: reuse the suite's (test_gemm builds every candidate)
+[[ -n ${CLTRAIN_BUILD:-} && -d $here/${CLTRAIN_BUILD}/cache ]] && cp "$here/${CLTRAIN_BUILD}"/cache/*.bin "$CLTRAIN_CACHE_DIR"/ 2>/dev/null
+probe=("$bin" bench probe --model mlp --batch-size 8)
+
+# --- a tuning run with a tiny budget ---
+start=$(date +%s)
+timeout 300 "$bin" tune --model mlp --batch-size 8 --budget 3 >"$tmp/out" 2>"$tmp/err"
+rc=$? secs=$(($(date +%s) - start))
+db=$(ls "$CLTRAIN_CACHE_DIR"/gemm-tune-*.txt 2>/dev/null | head -1)
+if [[ $rc -eq 0 && -n $db ]] && grep -q '^step time: shipped defaults' "$tmp/out" && grep -q '^end [0-9]' "$db" && grep -q '^kernels [0-9a-f]\{16\}$' "$db"; then
+  ok "tune --budget 3 writes $(basename "$db") ($secs s, $(grep -c '^shape' "$db") shapes)"
+else
+  notok "tune --budget 3" "exit $rc, db '${db:-none}'" "$(tail -3 "$tmp/out")" "$(head -3 "$tmp/err")"
+fi
+[[ -n $db ]] || db=$CLTRAIN_CACHE_DIR/none.txt
+cp "$db" "$tmp/good" 2>/dev/null || : >"$tmp/good"
+
+# --- a database entry changes what a shape runs (dense 1 forward of mlp at batch 8: 8x256x784) ---
+head -n -1 "$tmp/good" | grep -v '^shape NN 8 256 784 ' >"$db"
+echo "shape NN 8 256 784 native local 32 32 16 4 4 4 128" >>"$db"
+echo "end $(grep -c '^shape' "$db")" >>"$db"
+CLTRAIN_DEBUG=2 timeout 120 "${probe[@]}" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q 'gemm_local' "$tmp/err" && ! grep -q 'ignored' "$tmp/err"; then
+  ok "a database entry makes the shape run gemm_local"
+else
+  notok "database entry used" "exit $rc" "$(grep -m3 -E 'tuning|gemm' "$tmp/err")"
+fi
+cp "$db" "$tmp/good"
+
+# expect_ignored NAME PATTERN: the probe runs (exit 0) and prints one 'ignored' line matching PATTERN
+expect_ignored() {
+  timeout 120 "${probe[@]}" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(grep -c 'tuning database' "$tmp/err")
+  if [[ $rc -eq 0 && $lines -eq 1 ]] && grep -q "ignored: $2" "$tmp/err"; then
+    ok "$1 database ignored: $(cut -c1-150 "$tmp/err" | grep 'tuning database')"
+  else
+    notok "$1 database" "exit $rc, $lines lines (want 1), pattern '$2'" "$(head -3 "$tmp/err")"
+  fi
+}
+head -n -1 "$tmp/good" >"$db"; expect_ignored "truncated (no end line)" "damaged"
+sed 's/^shape NN 8 256 784 native local .*/shape NN 8 256 784 native local 32 32 16 3 4 4 128/' "$tmp/good" >"$db"
+expect_ignored "bad parameters" "damaged (line"
+head -c 300 /dev/urandom >"$db"; expect_ignored "random bytes" "damaged"
+sed 's/^driver .*/driver 0.0-other/' "$tmp/good" >"$db"; expect_ignored "another driver's" "written for driver '0.0-other'"
+sed 's/^device .*/device Some Other GPU/' "$tmp/good" >"$db"; expect_ignored "another device's" "written for device 'Some Other GPU'"
+sed 's/^kernels .*/kernels 0123456789abcdef/' "$tmp/good" >"$db"; expect_ignored "another kernel source's" "written for GEMM kernel sources"
+: >"$db"; expect_ignored "empty" "damaged"
+
+# --- a variant over the device's local memory is skipped, the run goes on ---
+rm -f "$db"
+CLTRAIN_TUNE_CANDIDATES="local,256,256,256,8,8,4,128" timeout 300 "$bin" tune --model mlp --batch-size 8 --budget 2 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q 'skipped: GEMM local TSM=256 .* KiB of local memory' "$tmp/out" && [[ -f $db ]]; then
+  ok "a variant over the local memory is skipped: $(grep -m1 'skipped' "$tmp/out" | cut -c1-120)"
+else
+  notok "local memory skip" "exit $rc" "$(grep -m2 -E 'skipped|local' "$tmp/out")" "$(head -3 "$tmp/err")"
+fi
+
+# --- --gemm auto stores its choice (ours or CLBlast per shape) in the same database ---
+fm=/usr/share/datasets/fashion-mnist
+if [[ -f $fm/train-images-idx3-ubyte.gz ]]; then
+  rm -f "$db"
+  timeout 300 "$bin" fashion-mnist --data "$fm" --model mlp --batch-size 8 --steps 2 --limit-train 64 --limit-test 16 --gemm auto --quiet >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [[ $rc -eq 0 && -f $db ]] && grep -qE '^shape NN 8 256 784 (clblast|native reg)' "$db" && grep -q '^end [1-9]' "$db"; then
+    ok "--gemm auto stores its choices: $(grep -c '^shape' "$db") shapes, $(grep -c 'clblast$' "$db") on CLBlast"
+  else
+    notok "--gemm auto database" "exit $rc" "$(head -3 "$tmp/err")" "$(cat "$db" 2>/dev/null | tail -3)"
+  fi
+elif [[ ${CI:-} == true ]]; then
+  notok "--gemm auto database" "Fashion-MNIST missing under CI ($fm)"
+else
+  echo "ok $((n += 1)) - --gemm auto database # SKIP Fashion-MNIST not installed ($fm)"
+fi
+
+# --- bad input: exit 2, one line ---
+for args in "--budget abc" "--budget 0" "--budget"; do
+  # shellcheck disable=SC2086
+  timeout 60 "$bin" tune --model mlp $args >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [[ $rc -eq 2 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q -- '--budget' "$tmp/err"; then ok "tune $args: exit 2, one line"
+  else notok "tune $args" "exit $rc" "$(head -3 "$tmp/err")"; fi
+done
+CLTRAIN_GEMM=local,64,64,16,3,4,4,128 timeout 60 "${probe[@]}" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [[ $rc -eq 2 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q 'CLTRAIN_GEMM=.*WPTM' "$tmp/err"; then ok "CLTRAIN_GEMM with a bad micro-tile: exit 2, one line"
+else notok "CLTRAIN_GEMM bad" "exit $rc" "$(head -3 "$tmp/err")"; fi
+CLTRAIN_GEMM=local,32,32,16,4,4,4,128 CLTRAIN_DEBUG=2 timeout 120 "${probe[@]}" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q 'gemm_local' "$tmp/err" && ! grep -q 'ignored' "$tmp/err"; then ok "CLTRAIN_GEMM=local,... runs the local kernel and bypasses the database"
+else notok "CLTRAIN_GEMM local" "exit $rc" "$(grep -m3 -E 'tuning|error' "$tmp/err")"; fi
+echo "1..$n"
