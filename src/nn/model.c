@@ -164,7 +164,18 @@ static int parse_header(const char *name, const char *p, size_t len, int line, c
     return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: %s, softmax", name, line, kind, known);
 }
 
+static int parse_text(ct_model *m, const char *text, const char *name);
+
 int ct_model_parse(ct_model *m, const char *text, const char *name) {
+    int rc = parse_text(m, text, name);
+    if (rc) { /* nothing to free for the caller on failure */
+        free(m->cfg);
+        m->cfg = NULL;
+    }
+    return rc;
+}
+
+static int parse_text(ct_model *m, const char *text, const char *name) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
     m->cfg = strdup(text);
