@@ -115,7 +115,7 @@ for i in 1 2 3 4 5; do head -c 3073 /dev/zero >"$tmp/c10/data_batch_$i.bin"; don
 bad "CIFAR batch not whole records" 2 "test_batch.bin" -- "$bin" cifar10 --data "$tmp/c10" --steps 1
 rm "$tmp/c10/data_batch_3.bin"; mkfifo "$tmp/c10/data_batch_3.bin"; head -c 3073 /dev/zero >"$tmp/c10/test_batch.bin"
 bad "CIFAR batch a FIFO (no hang)" 2 "data_batch_3.bin" -- "$bin" cifar10 --data "$tmp/c10" --steps 1
-bad "images: DIR a file" 2 "random.bin: not a folder" -- "$bin" images "$tmp/random.bin"
+bad "images: a file that is no folder and no TFRecord" 2 "random.bin: record 0 at offset 0: bad length CRC" -- "$bin" images "$tmp/random.bin"
 mkdir -p "$tmp/one/cls"
 bad "images: one class" 2 "only one class folder" -- "$bin" images "$tmp/one"
 bad "eval: a folder" 2 "dir: is a folder" -- "$bin" eval "$tmp/dir"

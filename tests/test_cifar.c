@@ -654,7 +654,7 @@ static void test_local_archive(void **state) {
     assert_non_null(strstr(ct_last_error(), "not a tar archive"));
     snprintf(p, sizeof p, "%s/none.tar.gz", dir);
     assert_int_equal(ct_targz_extract(p, dir, NULL), CT_EINPUT);
-    assert_non_null(strstr(ct_last_error(), "no such file"));
+    assert_non_null(strstr(ct_last_error(), "No such file"));
     /* an archive without the batches: the load says so */
     char dir2[300];
     fresh_dir(dir2, sizeof dir2);
