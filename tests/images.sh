@@ -41,8 +41,9 @@ if [[ $rc1 -eq 0 && $rc2 -eq 0 && $d == "relative difference 0.000e+00, max abs 
   ok "training from the folder and from its shards gives identical weights"
 else notok "training from the folder and from its shards gives identical weights" "exits $rc1 $rc2: $d" "$(tail -5 "$tmp/o1")" "$(cat "$tmp/pack.out")"; fi
 
-# 2. the fonts are learned (4 epochs of vgg-small at 32x32 on 432 images)
-"$bin" images "$tmp/shards" --epochs 4 --batch-size 32 --lr 2e-3 --schedule cosine --checkpoint "$tmp/learned.ckpt" >"$tmp/o2" 2>&1
+# 2. the fonts are learned (4 epochs of vgg-small at 32x32 on 432 images; rendered
+# glyphs need no augmentation, and with the default crop and flip 4 epochs are too few)
+"$bin" images "$tmp/shards" --epochs 4 --batch-size 32 --lr 2e-3 --schedule cosine --augment none --checkpoint "$tmp/learned.ckpt" >"$tmp/o2" 2>&1
 acc=$(grep -o "accuracy [0-9.]*%" "$tmp/o2" | tail -1 | tr -dc '0-9.')
 if [[ -n $acc ]] && awk -v a="$acc" 'BEGIN { exit !(a >= 80) }'; then ok "vgg-small learns 4 fonts at 32x32: $acc% held out after 4 epochs"
 else notok "vgg-small learns 4 fonts at 32x32 (want >= 80%)" "accuracy '$acc'" "$(tail -8 "$tmp/o2")"; fi

@@ -155,13 +155,16 @@ static int parse_header(const char *name, const char *p, size_t len, int line, c
     const char *close = memchr(q, ']', (size_t)(e - q));
     if (q == e || *q != '[' || !close) return ct_fail(CT_EINPUT, "%s:%d: malformed section header", name, line);
     snprintf(kind, cap, "%.*s", (int)(close - q - 1), q + 1);
+    if (!find_kind(kind, k)) { /* the name first: a misspelt layer is the error to report */
+        char known[256] = "net";
+        for (int t = 0; t < CT_L_COUNT; t++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", ct_layer_table[t]->name);
+        return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: %s, softmax", name, line, kind, known);
+    }
     if (!blank_line(close + 1, (size_t)(e - close - 1)))
         return ct_fail(CT_EINPUT, "%s:%d: text after the [%s] header: '%.*s'; put each key=value on its own line", name,
                        line, kind, (int)(e - close - 1 > 60 ? 60 : e - close - 1), close + 1);
-    if (find_kind(kind, k)) return 0;
-    char known[256] = "net";
-    for (int t = 0; t < CT_L_COUNT; t++) snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", ct_layer_table[t]->name);
-    return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: %s, softmax", name, line, kind, known);
+    return 0;
 }
 
 static int parse_text(ct_model *m, const char *text, const char *name);
