@@ -1,7 +1,7 @@
 /* cl.h: the OpenCL runtime cltrain runs on: device choice, context and
  * queues, kernel sources (embedded or from CLTRAIN_KERNEL_DIR), program
  * build with an on-disk binary cache, buffers, launches and error names.
- * Tested by tests/test_cl.c and, through them, by every kernel test. */
+ * Tested through every kernel test (tests/test_*.c). */
 #ifndef CLTRAIN_CL_H
 #define CLTRAIN_CL_H
 #ifndef CL_TARGET_OPENCL_VERSION

@@ -3,7 +3,7 @@
  * (naming the option or role) instead of blocking for ever or reading
  * nonsense sizes; an output path is probed for writability at start-up, so a
  * bad --checkpoint is found before the first epoch, not after it.
- * Tested by tests/test_file.c and tests/badinput.sh. */
+ * Tested by tests/badinput.sh (folders, FIFOs, devices, read-only targets), test_idx.c and test_images.c. */
 #ifndef CLTRAIN_FILE_H
 #define CLTRAIN_FILE_H
 #include <stdint.h>
@@ -22,4 +22,8 @@ int ct_file_read_all(const char *path, const char *what, size_t max, uint8_t **b
 /* Whether path can be written as OPT names it: not a folder or special file,
  * and its folder takes a new file (created and removed at once). */
 int ct_file_probe_write(const char *path, const char *opt);
+/* The last step of an atomic write: rename tmp (written, fsync'd, closed)
+ * over path, then fsync path's folder so the rename itself is durable.
+ * 0, or the errno of the failed rename (tmp is then removed). */
+int ct_file_replace(const char *tmp, const char *path);
 #endif

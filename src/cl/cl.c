@@ -2,7 +2,7 @@
  * on-disk binary cache (ggml-style: key = hash of prelude, source, options,
  * device, driver, device and platform versions; written to a temporary name,
  * then renamed; any mismatch quietly recompiles), buffers and launches.
- * Depends on the ICD loader only (libOpenCL.so.1). Tested by tests/test_cl.c. */
+ * Depends on the ICD loader only (libOpenCL.so.1). Tested through every kernel test (tests/test_*.c). */
 #include "cltrain/cl.h"
 #include <errno.h>
 #include <stdarg.h>

@@ -13,7 +13,6 @@
 #include "cltrain/train.h"
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -106,19 +105,10 @@ int ct_ckpt_save(const ct_ckpt *st, const char *path) {
     put_body(&w, st);
     if (!w.err && fsync(fd)) w.err = errno;
     if (close(fd) && !w.err) w.err = errno;
-    if (!w.err && rename(tmp, path)) w.err = errno;
-    if (w.err) {
-        unlink(tmp);
+    if (w.err) unlink(tmp);
+    else w.err = ct_file_replace(tmp, path);
+    if (w.err)
         return ct_fail(CT_EIO, "%s: writing the checkpoint failed: %s; the previous checkpoint is untouched", path, strerror(w.err));
-    }
-    /* make the rename itself durable */
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
     return 0;
 }
 

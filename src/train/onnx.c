@@ -8,10 +8,10 @@
  * Tested by tests/onnx.sh (onnx.checker and onnxruntime against cltrain's
  * forward pass for every built-in model). */
 #include "cltrain/onnx.h"
+#include "cltrain/file.h"
 #include "cltrain/common.h"
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -483,17 +483,7 @@ int ct_write_file_atomic(const char *path, const void *data, size_t n) {
     }
     if (!e && fsync(fd)) e = errno;
     if (close(fd) && !e) e = errno;
-    if (!e && rename(tmp, path)) e = errno;
-    if (e) {
-        unlink(tmp);
-        return ct_fail(CT_EIO, "%s: cannot write (%s); nothing was written", path, strerror(e));
-    }
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
+    if (e) unlink(tmp);
+    else e = ct_file_replace(tmp, path);
+    return e ? ct_fail(CT_EIO, "%s: cannot write (%s); nothing was written", path, strerror(e)) : 0;
 }

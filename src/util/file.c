@@ -8,6 +8,7 @@
 #include "cltrain/common.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -107,5 +108,21 @@ int ct_file_probe_write(const char *path, const char *opt) {
                        strerror(errno));
     close(fd);
     unlink(probe);
+    return 0;
+}
+
+int ct_file_replace(const char *tmp, const char *path) {
+    if (rename(tmp, path)) {
+        int e = errno;
+        unlink(tmp);
+        return e;
+    }
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
     return 0;
 }
