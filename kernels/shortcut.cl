@@ -19,7 +19,8 @@ __kernel void shortcut_fwd(__global float *y, __global const float *a, __global 
     y[(size_t)p * C + c] = v;
 }
 
-/* ds[b, y*S, x*S, c] += dy[b, y, x, c] for c < SC (dy already through the ReLU). gws = (SC, n = B*H*W) */
+/* ds[b, y*S, x*S, c] += dy[b, y, x, c] for c < SC (dy already through the ReLU). gws = (SC, n = B*H*W).
+ * With projection=1 the host passes dcol = dy W^T [n, SC] as dy and C = SC: the scatter of the 1x1 conv. */
 __kernel void shortcut_bwd(__global float *ds, __global const float *dy, const int H, const int W, const int C,
                            const int SH, const int SW, const int SC, const int S, const int n) {
     const int c = (int)get_global_id(0), p = (int)get_global_id(1);

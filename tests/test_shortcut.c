@@ -3,8 +3,10 @@
  * on a shape that subsamples (stride 2, odd sizes) and zero-pads channels;
  * the device kernels against it (outputs poisoned with NaN, odd batch);
  * the sequencer's routing of the gradient into the earlier layer (its own
- * gradient plus the shortcut's share); parsing, including the built-in
- * resnet20 (He et al. 2016: 0.27 M weights, 3 stages). */
+ * gradient plus the shortcut's share). The same for projection=1 (option B:
+ * a 1x1 convolution with bias; its weight and bias gradients too), at stride
+ * 2 and at stride 1 with fewer channels. Parsing, including the built-ins
+ * resnet20 (He et al. 2016: 0.27 M weights, 3 stages) and resnet20b. */
 #include "ct_test.h"
 #include "cltrain/layer.h"
 #include "cltrain/ref.h"
@@ -56,6 +58,61 @@ static void test_ref_gradients(void **state) {
                 checked, worst);
         assert_int_equal(checked, NA + NS);
         assert_true(unsampled_zero);
+        assert_true(worst < 1e-3);
+    }
+}
+
+/* option B: the same shape, the earlier output with more channels (SP) than the sum, through a 1x1 conv w [SP, C] + bias */
+enum { SP = 7 };
+#define NSP (B * SH * SW * SP)
+
+static double loss_of_proj(const float *a, const float *s, const float *w, const float *bias, const float *r, int act) {
+    float y[NA];
+    ref_shortcut_proj_forward(y, a, s, w, bias, B, H, W, C, SH, SW, SP, S, act);
+    double l = 0;
+    for (int i = 0; i < NA; i++) l += (double)y[i] * r[i];
+    return l;
+}
+
+static void test_ref_proj_gradients(void **state) {
+    (void)state;
+    for (int act = 0; act < 2; act++) {
+        ct_rng g = ct_rng_make(12, 2, (uint64_t)act);
+        float a[NA], s[NSP], w[SP * C], bias[C], r[NA], y[NA], da[NA], ds[NSP] = {0}, dw[SP * C] = {0}, db[C] = {0};
+        ct_fill_rand(a, NA, &g, 1);
+        ct_fill_rand(s, NSP, &g, 1);
+        ct_fill_rand(w, SP * C, &g, 0.5f);
+        ct_fill_rand(bias, C, &g, 0.5f);
+        ct_fill_rand(r, NA, &g, 1);
+        ref_shortcut_proj_forward(y, a, s, w, bias, B, H, W, C, SH, SW, SP, S, 0);
+        for (int i = 0; i < NA; i++) /* away from the ReLU's kink, as above */
+            if (fabsf(y[i]) < 0.02f) a[i] += 0.1f;
+        ref_shortcut_proj_forward(y, a, s, w, bias, B, H, W, C, SH, SW, SP, S, act);
+        ref_shortcut_proj_backward(da, ds, dw, db, r, y, s, w, B, H, W, C, SH, SW, SP, S, act);
+        float *vars[4] = {a, s, w, bias}, *grads[4] = {da, ds, dw, db};
+        int counts[4] = {NA, NSP, SP * C, C}, checked = 0, unsampled = 0, unsampled_zero = 1;
+        double worst = 0, h = 1e-3;
+        for (int v = 0; v < 4; v++)
+            for (int i = 0; i < counts[v]; i++) {
+                float keep = vars[v][i];
+                vars[v][i] = keep + (float)h;
+                double lp = loss_of_proj(a, s, w, bias, r, act);
+                vars[v][i] = keep - (float)h;
+                double lm = loss_of_proj(a, s, w, bias, r, act);
+                vars[v][i] = keep;
+                double fd = (lp - lm) / (2 * h);
+                double err = fabs(fd - grads[v][i]);
+                if (err > worst) worst = err;
+                checked++;
+                if (v == 1 && fd == 0) {
+                    unsampled++;
+                    if (grads[v][i] != 0) unsampled_zero = 0;
+                }
+            }
+        fprintf(stderr, "# shortcut projection reference, act %d: %d derivatives (%d pixels of s unsampled), worst abs error %.2e\n",
+                act, checked, unsampled, worst);
+        assert_int_equal(checked, NA + NSP + SP * C + C);
+        assert_true(unsampled > 0 && unsampled_zero);
         assert_true(worst < 1e-3);
     }
 }
@@ -118,6 +175,98 @@ static void test_device(void **state) {
     ct_model_free(&m);
 }
 
+/* Layer 2, a projecting shortcut from layer 0 over layer 1, against the
+ * reference: forward, its input's gradient, its weight and bias gradients
+ * (accumulated), and the share added into layer 0's gradient. */
+static void check_projection(const char *text, int want_stride, int act) {
+    ct_model m;
+    int rc = ct_model_parse(&m, text, "projection-test");
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    assert_int_equal(ct_model_setup(&m, &g_cl, 4, CT_GEMM_NATIVE), 0);
+    ct_model_init_weights(&m, 5);
+    ct_layer *L0 = &m.layers[0], *L1 = &m.layers[1], *L = &m.layers[2];
+    const int sc = L0->oc, b = 3; /* an odd batch, under the allocated 4 */
+    assert_int_equal(L->from, 0);
+    assert_int_equal(L->stride, want_stride);
+    assert_int_equal(L->n_w, (size_t)sc * L->oc);
+    assert_int_equal(L->n_b, (size_t)L->oc);
+    /* He-normal weights, zero bias; weight decay on the weights only */
+    float *p = malloc(m.n_params * 4);
+    uint8_t *mask = malloc(m.n_params);
+    ct_model_get_params(&m, p);
+    ct_cl_read(&g_cl, m.decay_mask, 0, m.n_params, mask);
+    double ss = 0;
+    for (size_t j = 0; j < L->n_w; j++) { ss += (double)p[L->w_off + j] * p[L->w_off + j]; assert_int_equal(mask[L->w_off + j], 1); }
+    for (size_t j = 0; j < L->n_b; j++) { assert_true(p[L->b_off + j] == 0.0f); assert_int_equal(mask[L->b_off + j], 0); }
+    fprintf(stderr, "# projection %dx%d: initial weight rms %.3f (He: %.3f)\n", sc, L->oc, sqrt(ss / (double)L->n_w), sqrt(2.0 / sc));
+    assert_true(ss > 0);
+    /* fresh random parameters everywhere, so the bias is not zero */
+    ct_rng g = ct_rng_make(21, 3, (uint64_t)want_stride);
+    ct_fill_rand(p, m.n_params, &g, 0.5f);
+    ct_model_set_params(&m, p);
+    size_t na = (size_t)b * ct_out_size(L), ns = (size_t)b * ct_out_size(L0);
+    float *a = malloc(na * 4), *s = malloc(ns * 4), *want = malloc(na * 4), *got = malloc(na * 4), *dy = malloc(na * 4);
+    float *ds = calloc(ns, 4), *own = malloc(ns * 4), *both = malloc(ns * 4), *da = malloc(na * 4), *nan = malloc(na * 4);
+    float *dw = calloc(L->n_w, 4), *db = calloc(L->n_b, 4), *gw = malloc((L->n_w + L->n_b) * 4);
+    ct_fill_rand(a, na, &g, 1);
+    ct_fill_rand(s, ns, &g, 1);
+    ct_fill_rand(dy, na, &g, 1);
+    ct_fill_nan(nan, na);
+    ct_cl_write(&g_cl, L0->out, 0, ns * 4, s);
+    ct_cl_write(&g_cl, L1->out, 0, na * 4, a);
+    ct_cl_write(&g_cl, L->out, 0, na * 4, nan);
+    ct_layer_forward(&m, 2, b);
+    ct_cl_read(&g_cl, L->out, 0, na * 4, got);
+    ref_shortcut_proj_forward(want, a, s, p + L->w_off, p + L->b_off, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, sc,
+                              want_stride, act);
+    assert_true(ct_compare("projection shortcut forward", got, want, na, 1e-5, 1e-5));
+    ct_model_zero_grad(&m);
+    ct_cl_write(&g_cl, m.layers[3].dx, 0, na * 4, dy);
+    ct_cl_write(&g_cl, L->dx, 0, na * 4, nan);
+    ct_layer_backward(&m, 2, b);
+    ct_cl_read(&g_cl, L->dx, 0, na * 4, got);
+    ref_shortcut_proj_backward(da, ds, dw, db, dy, want, s, p + L->w_off, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, sc,
+                               want_stride, act);
+    assert_true(ct_compare("projection shortcut backward (its input)", got, da, na, 0, 0));
+    ct_cl_read(&g_cl, m.grads, L->w_off * 4, L->n_w * 4, gw);
+    ct_cl_read(&g_cl, m.grads, L->b_off * 4, L->n_b * 4, gw + L->n_w);
+    assert_true(ct_compare("projection weight gradient", gw, dw, L->n_w, 1e-4, 1e-5));
+    assert_true(ct_compare("projection bias gradient", gw + L->n_w, db, L->n_b, 1e-4, 1e-5));
+    /* layer 1's backward writes the gradient of layer 0's output; the projection adds dy W^T at the sampled pixels */
+    L->from = -2;
+    ct_layer_backward(&m, 1, b);
+    ct_cl_read(&g_cl, L1->dx, 0, ns * 4, own);
+    L->from = 0;
+    ct_layer_backward(&m, 1, b);
+    ct_cl_read(&g_cl, L1->dx, 0, ns * 4, both);
+    int shared = 0;
+    for (size_t i = 0; i < ns; i++) {
+        shared += ds[i] != 0;
+        own[i] += ds[i];
+    }
+    fprintf(stderr, "# stride %d: %d of %zu gradient values of layer 0's output get a share from the projection\n",
+            want_stride, shared, ns);
+    assert_true(shared > 0 && (want_stride == 1 ? (size_t)shared == ns : (size_t)shared < ns));
+    assert_true(ct_compare("gradient into layer 0 (conv's own + projection's)", both, own, ns, 1e-5, 1e-6));
+    free(a); free(s); free(want); free(got); free(dy); free(ds); free(own); free(both); free(da); free(nan);
+    free(dw); free(db); free(gw); free(p); free(mask);
+    ct_model_free(&m);
+}
+
+static void test_device_projection(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    /* stride 2, 3 -> 5 channels, ReLU: the gather into the workspace and the scatter back */
+    check_projection("[net]\nheight=9\nwidth=9\nchannels=2\nclasses=3\n[conv]\nfilters=3\nsize=1\n[conv]\nfilters=5\nsize=3\n"
+                     "stride=2\npad=1\n[shortcut]\nfrom=-2\nprojection=1\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n",
+                     2, 1);
+    /* stride 1, 7 -> 5 channels (fewer), linear: the earlier output read in place, its gradient added by the GEMM */
+    check_projection("[net]\nheight=7\nwidth=7\nchannels=2\nclasses=3\n[conv]\nfilters=7\nsize=1\n[conv]\nfilters=5\nsize=3\n"
+                     "pad=1\n[shortcut]\nfrom=-2\nprojection=1\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n",
+                     1, 0);
+}
+
 static void test_parse(void **state) {
     (void)state;
     ct_model m;
@@ -148,6 +297,23 @@ static void test_parse(void **state) {
     assert_int_equal(last->type, CT_L_SHORTCUT);
     assert_int_equal(last->oh, 8);
     assert_int_equal(last->oc, 64);
+    size_t n20 = m.n_params;
+    ct_model_free(&m);
+    /* resnet20b: option B at the two stage starts, 1x1 convolutions 16->32 and 32->64 with bias */
+    rc = ct_model_load(&m, "resnet20b");
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    int projections = 0;
+    for (int i = 0; i < m.n_layers; i++) {
+        const ct_layer *L = &m.layers[i];
+        if (L->type != CT_L_SHORTCUT || !L->n_w) continue;
+        projections++;
+        assert_int_equal(L->stride, 2);
+        assert_int_equal(L->n_w, (size_t)m.layers[L->from].oc * L->oc);
+        assert_int_equal(L->n_b, (size_t)L->oc);
+    }
+    assert_int_equal(projections, 2);
+    assert_int_equal(m.n_params, n20 + 16 * 32 + 32 * 64 + 32 + 64);
     ct_model_free(&m);
     /* absolute index, and the input itself */
     const char *ok = "[net]\nheight=4\nwidth=4\nchannels=2\nclasses=2\n[conv]\nfilters=2\nsize=1\n[shortcut]\nfrom=0\n"
@@ -165,6 +331,9 @@ static void test_parse(void **state) {
         {"more channels than its input", "[conv]\nfilters=1\nsize=1\n[shortcut]\nfrom=-2\n", "cannot be added"},
         {"a size that is no subsampling", "[conv]\nfilters=2\nsize=2\n[shortcut]\nfrom=-2\n", "cannot be added"},
         {"a key it does not take", "[shortcut]\nfrom=-1\nsize=2\n", "[shortcut] takes no key 'size'"},
+        {"more channels: the hint", "[conv]\nfilters=1\nsize=1\n[shortcut]\nfrom=-2\n", "projection=1 adds a 1x1"},
+        {"projection out of range", "[shortcut]\nfrom=-1\nprojection=2\n", "projection=2 is not a whole number in 0..1"},
+        {"projection, no subsampling", "[conv]\nfilters=2\nsize=2\n[shortcut]\nfrom=-2\nprojection=1\n", "whole-number subsampling"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[512];
@@ -182,7 +351,9 @@ static void test_parse(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ref_gradients),
+        cmocka_unit_test(test_ref_proj_gradients),
         cmocka_unit_test(test_device),
+        cmocka_unit_test(test_device_projection),
         cmocka_unit_test(test_parse),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);

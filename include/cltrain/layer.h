@@ -19,7 +19,7 @@ typedef struct ct_sect {
     int line;          /* the [section] header's line */
     const char *kind;  /* the section name as written */
     int height, width, channels, classes;      /* [net] */
-    int filters, size, stride, pad, outputs, act, from;
+    int filters, size, stride, pad, outputs, act, from, projection;
     float prob;
     unsigned has;
 } ct_sect;

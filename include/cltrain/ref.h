@@ -46,6 +46,14 @@ void ref_shortcut_forward(float *y, const float *a, const float *s, int B, int H
                           int S, int act);
 void ref_shortcut_backward(float *da, float *ds, const float *dy, const float *y, int B, int H, int W, int C, int SH,
                            int SW, int SC, int S, int act);
+/* with a 1x1 projection (option B): y = act(a + P(s) w + bias), P taking pixel (y*S, x*S) of s (all SC
+ * channels, any number), w [SC, C], bias [C]. Backward: da overwritten; ds, dw and dbias accumulated
+ * (+=); da and ds may be NULL. */
+void ref_shortcut_proj_forward(float *y, const float *a, const float *s, const float *w, const float *bias, int B,
+                               int H, int W, int C, int SH, int SW, int SC, int S, int act);
+void ref_shortcut_proj_backward(float *da, float *ds, float *dw, float *dbias, const float *dy, const float *y,
+                                const float *s, const float *w, int B, int H, int W, int C, int SH, int SW, int SC,
+                                int S, int act);
 
 /* Optimizer steps over n parameters (src/ref/optim.c); t is the 1-based step; wd applies to all n. */
 void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, float wd, int t);

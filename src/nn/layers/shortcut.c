@@ -1,16 +1,23 @@
-/* nn/layers/shortcut.c: [shortcut] from=N activation=relu|linear: the
- * residual connection of He et al. 2016. It adds the output of an earlier
- * layer (from < 0: relative, -1 being the previous layer; from >= 0: that
- * layer's index, as in darknet) to its input. When the earlier output is
- * larger (a stride-2 stage start) it is subsampled, every S-th pixel, and
- * when it has fewer channels they are padded with zeros (option A, no
- * parameters). Backward copies dy to its input's gradient and, through
+/* nn/layers/shortcut.c: [shortcut] from=N activation=relu|linear
+ * projection=0|1: the residual connection of He et al. 2016. It adds the
+ * output of an earlier layer (from < 0: relative, -1 being the previous
+ * layer; from >= 0: that layer's index, as in darknet) to its input. When
+ * the earlier output is larger (a stride-2 stage start) it is subsampled,
+ * every S-th pixel. Without projection its missing channels are padded with
+ * zeros (option A, no parameters); with projection=1 the subsampled pixels
+ * go through a 1x1 convolution with bias, weights [SC, C] and bias [C]
+ * (option B; also allowed where the shapes agree), run as im2col + GEMM on
+ * the conv layer's path. Backward copies dy to its input's gradient (and
+ * accumulates the projection's weight and bias gradients, so a
+ * data-parallel bucket sees them when this layer is done) and, through
  * backward_from, adds dy's share into the earlier output's gradient once
- * the layer after it has written that. Kernels: kernels/shortcut.cl.
- * Reference: src/ref/shortcut.c; tests: tests/test_shortcut.c. */
+ * the layer after it has written that. Kernels: kernels/shortcut.cl,
+ * im2col in kernels/conv.cl, the GEMM. Reference: src/ref/shortcut.c;
+ * tests: tests/test_shortcut.c. */
 #include "cltrain/layer.h"
 
-static const ct_key keys[] = {CT_KEY(from, CT_KEY_INT, -CT_MAX_LAYERS, CT_MAX_LAYERS), CT_KEY_ACTIVATION};
+static const ct_key keys[] = {CT_KEY(from, CT_KEY_INT, -CT_MAX_LAYERS, CT_MAX_LAYERS), CT_KEY_ACTIVATION,
+                              CT_KEY(projection, CT_KEY_INT, 0, 1)};
 
 /* the shape of the earlier output */
 static void src_shape(const ct_model *m, const ct_layer *L, int *h, int *w, int *c) {
@@ -18,6 +25,9 @@ static void src_shape(const ct_model *m, const ct_layer *L, int *h, int *w, int 
     const ct_layer *S = &m->layers[L->from];
     *h = S->oh; *w = S->ow; *c = S->oc;
 }
+
+/* 1 when the layer projects (option B): only then has it parameters */
+static int projects(const ct_layer *L) { return L->n_w != 0; }
 
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     int i = m->n_layers, j = s->from < 0 ? i + s->from : s->from;
@@ -28,18 +38,63 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     L->from = j;
     int sh, sw, sc;
     src_shape(m, L, &sh, &sw, &sc);
+    /* the pixels (y*S, x*S) of the earlier output are exactly this input's grid: a 1x1 window of stride S */
     int S = (sh + L->ih - 1) / L->ih;
-    if (sc > L->ic || (sw + L->iw - 1) / L->iw != S || (L->ih - 1) * S >= sh || (L->iw - 1) * S >= sw)
+    if ((sw + L->iw - 1) / L->iw != S || (L->ih - 1) * S >= sh || (L->iw - 1) * S >= sw)
         return ct_fail(CT_EINPUT, "%s:%d: [shortcut] from=%d: layer %d's %dx%dx%d output cannot be added to this %dx%dx%d input "
-                       "(it needs as many or fewer channels and one whole-number subsampling of height and width)",
+                       "(its height and width must be this input's times one whole-number subsampling)",
+                       s->file, s->line, s->from, j, sh, sw, sc, L->ih, L->iw, L->ic);
+    if (sc > L->ic && !s->projection)
+        return ct_fail(CT_EINPUT, "%s:%d: [shortcut] from=%d: layer %d's %dx%dx%d output cannot be added to this %dx%dx%d input "
+                       "(it has more channels; projection=1 adds a 1x1 convolution that maps them)",
                        s->file, s->line, s->from, j, sh, sw, sc, L->ih, L->iw, L->ic);
     L->stride = S;
     L->oh = L->ih; L->ow = L->iw; L->oc = L->ic;
+    if (s->projection) { /* a 1x1 convolution of stride S, no padding: the summary shows it as k1 sS p0 */
+        L->k = 1; L->pad = 0;
+        L->n_w = (size_t)sc * L->oc;
+        L->n_b = (size_t)L->oc;
+    }
     return 0;
+}
+
+/* the projection's multiply-adds; option A's additions are not counted */
+static double flops(const ct_layer *L) { return 2.0 * L->oh * L->ow * (double)L->n_w; }
+
+static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
+    if (!projects(L)) return 0;
+    int sh, sw, sc;
+    src_shape(m, L, &sh, &sw, &sc);
+    size_t rows = (size_t)batch * L->oh * L->ow;
+    if (L->stride > 1 && rows * sc > n->ws) n->ws = rows * sc; /* the subsampled pixels; stride 1 reads them in place */
+    if (rows > n->ones) n->ones = rows;
+    return ct_layer_reserve_gemm(m, (int)rows, L->oc, sc);
+}
+
+/* The projection's input [B*oh*ow, sc]: the earlier output itself at stride 1, else its every S-th pixel gathered into m->ws. */
+static cl_mem gather(ct_model *m, const ct_layer *L, int B) {
+    int sh, sw, sc;
+    src_shape(m, L, &sh, &sw, &sc);
+    cl_mem src = ct_layer_output(m, L->from);
+    if (L->stride == 1) return src;
+    ct_kargs(m->k_im2col, m->ws, src, sh, sw, sc, 1, 1, L->stride, 0, L->oh, L->ow);
+    size_t gws = (size_t)B * L->oh * L->ow;
+    ct_cl_run(m->cl, m->k_im2col, "im2col", 1, &gws, NULL);
+    return m->ws;
+}
+
+/* out[B*oh*ow, oc] = act(x + col W + b), x copied into out and the GEMM adding to it (beta 1) */
+static void forward_projection(ct_model *m, ct_layer *L, cl_mem x, int B) {
+    int rows = B * L->oh * L->ow, sc = (int)(L->n_w / (size_t)L->oc);
+    cl_mem col = gather(m, L, B);
+    CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, (size_t)rows * L->oc * 4, 0, NULL, NULL));
+    ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, sc, 1.0f, col, 0, sc, m->params, L->w_off, L->oc, 1.0f, L->out, 0,
+                L->oc, m->params, L->b_off, L->act);
 }
 
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
+    if (projects(L)) { forward_projection(m, L, x, B); return; }
     int sh, sw, sc, n = B * L->oh * L->ow;
     src_shape(m, L, &sh, &sw, &sc);
     ct_kargs(m->k_short_fwd, L->out, x, ct_layer_output(m, L->from), L->oh, L->ow, L->oc, sh, sw, sc, L->stride, L->act, n);
@@ -47,25 +102,43 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_cl_run(m->cl, m->k_short_fwd, "shortcut_fwd", 2, g2, NULL);
 }
 
-/* the input's gradient is dy itself */
+/* the input's gradient is dy itself; with a projection also db += 1^T dy ; dW += col^T dy */
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     (void)x;
     ct_layer *L = &m->layers[i];
-    if (L->dx) CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, dy, L->dx, 0, 0, (size_t)B * ct_out_size(L) * 4, 0, NULL, NULL));
+    int rows = B * L->oh * L->ow;
+    if (L->dx) CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, dy, L->dx, 0, 0, (size_t)rows * L->oc * 4, 0, NULL, NULL));
+    if (!projects(L)) return;
+    int sc = (int)(L->n_w / (size_t)L->oc);
+    ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
+    cl_mem col = gather(m, L, B);
+    ct_gemm_run(&m->gemm, 1, 0, sc, L->oc, rows, 1.0f, col, 0, sc, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
 }
 
-/* target [B, sh, sw, sc] += the subsampled, channel-cut dy */
+/* target [B, sh, sw, sc] += the subsampled dy: channel-cut (option A) or through W^T (projection) */
 static void backward_from(ct_model *m, int i, cl_mem target, int B) {
     ct_layer *L = &m->layers[i];
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
-    int sh, sw, sc, n = B * L->oh * L->ow;
+    int sh, sw, sc, n = B * L->oh * L->ow, C = L->oc;
     src_shape(m, L, &sh, &sw, &sc);
-    ct_kargs(m->k_short_bwd, target, dy, L->oh, L->ow, L->oc, sh, sw, sc, L->stride, n);
+    cl_mem from = dy;
+    if (projects(L)) {
+        if (L->stride == 1) { /* target += dy W^T, in place */
+            ct_gemm_run(&m->gemm, 0, 1, n, sc, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 1.0f, target, 0, sc, NULL, 0, 0);
+            return;
+        }
+        /* dcol = dy W^T into ws [n, sc], then scattered as a sc-channel dy */
+        ct_gemm_run(&m->gemm, 0, 1, n, sc, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, sc, NULL, 0, 0);
+        from = m->ws;
+        C = sc;
+    }
+    ct_kargs(m->k_short_bwd, target, from, L->oh, L->ow, C, sh, sw, sc, L->stride, n);
     size_t g2[2] = {(size_t)sc, (size_t)n};
     ct_cl_run(m->cl, m->k_short_bwd, "shortcut_bwd", 2, g2, NULL);
 }
 
 const ct_layer_ops ct_layer_shortcut = {
     .type = CT_L_SHORTCUT, .name = "shortcut", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
-    .shape = shape, .forward = forward, .backward = backward, .backward_from = backward_from,
+    .shape = shape, .flops = flops, .setup = setup, .forward = forward, .backward = backward, .backward_from = backward_from,
+    .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
 };
