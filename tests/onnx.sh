@@ -106,6 +106,8 @@ for m in cifar-cnn cifar-tf; do
 done
 train resnet20 cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
   check resnet20 "$tmp/resnet20.ckpt" "$c3what (standardised in the graph; Add, Slice and Pad for the shortcuts)"
+train resnet20b cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
+  check resnet20b "$tmp/resnet20b.ckpt" "$c3what (standardised in the graph; a strided 1x1 Conv and Add for the projecting shortcuts)"
 train cifar100-cnn cifar100 --data "$tmp/g100" --batch-size 16 --augment none &&
   check cifar100-cnn "$tmp/cifar100-cnn.ckpt" "$c3what (standardised in the graph)"
 # the VGG nets at 32x32, the smallest input their five 2x2 pools take. vgg16

@@ -257,8 +257,9 @@ static void emit_bn(graph *g, const ct_layer *L, const float *p, char *x) {
 
 /* [shortcut]: x + the earlier output, subsampled every stride-th pixel
  * (Slice) and its missing channels zero-padded (Pad): option A, as the
- * layer's kernel does it. */
-static void emit_shortcut(graph *g, const ct_model *m, const ct_layer *L, char *x, int *rank4) {
+ * layer's kernel does it; or, with a projection (option B), through a 1x1
+ * Conv of that stride with bias, weights [sc][oc] as a 1x1 HWIO kernel. */
+static void emit_shortcut(graph *g, const ct_model *m, const ct_layer *L, const float *p, char *x, int *rank4) {
     to_4d(g, L, x, rank4);
     int sh = m->in_h, sw = m->in_w, sc = m->in_c, r4 = 1;
     char src[32], y[32], t[4][32];
@@ -274,7 +275,11 @@ static void emit_shortcut(graph *g, const ct_model *m, const ct_layer *L, char *
         node2(g, "Reshape", src, t[0], y);
         memcpy(src, y, 32);
     }
-    if (L->stride > 1) {
+    if (L->n_w) {
+        const ct_layer P = {.k = 1, .stride = L->stride, .pad = 0, .ic = sc, .oc = L->oc,
+                            .w_off = L->w_off, .b_off = L->b_off, .n_w = L->n_w, .n_b = L->n_b};
+        emit_conv(g, &P, p, src);
+    } else if (L->stride > 1) {
         const char *what[4] = {"starts", "ends", "axes", "steps"};
         const int64_t v[4][2] = {{0, 0}, {INT64_MAX, INT64_MAX}, {2, 3}, {L->stride, L->stride}};
         for (int j = 0; j < 4; j++) {
@@ -286,7 +291,7 @@ static void emit_shortcut(graph *g, const ct_model *m, const ct_layer *L, char *
         node_end(g, &nd);
         memcpy(src, y, 32);
     }
-    if (sc < L->ic) {
+    if (!L->n_w && sc < L->ic) {
         fresh(g, t[0], "pads");
         init_i64(g, t[0], (const int64_t[]){0, 0, 0, 0, 0, L->ic - sc, 0, 0}, 8);
         fresh(g, y, "padchannels");
@@ -335,7 +340,7 @@ static int emit_layer(graph *g, const ct_model *m, int i, const float *p, char *
         relu_if(g, L, x);
         break;
     case CT_L_SHORTCUT:
-        emit_shortcut(g, m, L, x, rank4);
+        emit_shortcut(g, m, L, p, x, rank4);
         break;
     default:
         return ct_fail(CT_EINPUT, "%s: layer %d (type %d, line %d) has no ONNX form in this exporter", m->name, i,
