@@ -3,7 +3,8 @@
 # (tools/make-cifar.c: class-dependent shapes and colours with noise):
 # cifar-cnn with batch norm and augmentation must learn it; eval of its
 # checkpoint applies the same standardisation; resnet20 (residual layers)
-# trains and resumes bit for bit; bad input exits 2. Prints TAP.
+# trains and resumes bit for bit, resnet20b (projection shortcuts) resumes
+# bit for bit too; bad input exits 2. Prints TAP.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 case ${CLTRAIN_BUILD:-build} in /*) b=$CLTRAIN_BUILD ;; *) b=$here/${CLTRAIN_BUILD:-build} ;; esac
@@ -23,18 +24,23 @@ ev=$("$bin" eval "$tmp/c.ckpt" 2>&1 | sed -n 's/^test: .*accuracy \([0-9.]*\)%.*
 if [[ -n $ev && $ev == "$acc" ]]; then ok "eval of the checkpoint gives the same test accuracy ($ev%)"
 else notok "eval of the checkpoint" "eval '$ev' vs training '$acc'"; fi
 # resnet20 (residual [shortcut] layers): the loss falls within 12 steps, and
-# 3 steps + resume for 3 = 6 steps straight, byte for byte
-rn=("$bin" cifar10 --data "$tmp/cf" --model resnet20 --batch-size 32 --limit-test 50 --lr 1e-3 --producers 0 --augment none)
-timeout 300 "${rn[@]}" --steps 12 --progress-every 1 >"$tmp/rn" 2>&1; rc=$?
+# 3 steps + resume for 3 = 6 steps straight, byte for byte; the resume also
+# for resnet20b (1x1 projection shortcuts, whose weights and Adam moments the
+# checkpoint carries too)
+rn=("$bin" cifar10 --data "$tmp/cf" --batch-size 32 --limit-test 50 --lr 1e-3 --producers 0 --augment none)
+timeout 300 "${rn[@]}" --model resnet20 --steps 12 --progress-every 1 >"$tmp/rn" 2>&1; rc=$?
 losses=$(sed -n 's/^epoch 1 step [0-9]*\/[0-9]* loss \([0-9.]*\) .*/\1/p' "$tmp/rn" | tr '\n' ' ')
 if [[ $rc -eq 0 ]] && echo "$losses" | awk '{ if (NF < 12) exit 1; f = ($1 + $2 + $3) / 3; l = ($(NF-2) + $(NF-1) + $NF) / 3; exit !(l < 0.9 * f) }'; then
   ok "resnet20 trains: loss per step $losses"
 else notok "resnet20 trains: the mean loss of the last 3 of 12 steps under 0.9x the first 3" "exit $rc, losses '$losses'" "$(tail -3 "$tmp/rn")"; fi
-timeout 300 "${rn[@]}" --steps 6 --quiet --checkpoint "$tmp/r1.ckpt" >/dev/null 2>&1
-timeout 300 "${rn[@]}" --steps 3 --quiet --checkpoint "$tmp/r2.ckpt" >/dev/null 2>&1
-timeout 300 "${rn[@]}" --steps 6 --quiet --resume "$tmp/r2.ckpt" --checkpoint "$tmp/r2.ckpt" >/dev/null 2>&1
-if [[ -s $tmp/r1.ckpt ]] && cmp -s "$tmp/r1.ckpt" "$tmp/r2.ckpt"; then ok "resnet20: 3 steps + resume for 3 = 6 steps, byte for byte"
-else notok "resnet20: 3 steps + resume for 3 = 6 steps, byte for byte" "$("$b/tools/ckpt-diff" "$tmp/r1.ckpt" "$tmp/r2.ckpt" 2>&1)"; fi
+for model in resnet20 resnet20b; do
+  rm -f "$tmp/r1.ckpt" "$tmp/r2.ckpt"
+  timeout 300 "${rn[@]}" --model $model --steps 6 --quiet --checkpoint "$tmp/r1.ckpt" >/dev/null 2>&1
+  timeout 300 "${rn[@]}" --model $model --steps 3 --quiet --checkpoint "$tmp/r2.ckpt" >/dev/null 2>&1
+  timeout 300 "${rn[@]}" --model $model --steps 6 --quiet --resume "$tmp/r2.ckpt" --checkpoint "$tmp/r2.ckpt" >/dev/null 2>&1
+  if [[ -s $tmp/r1.ckpt ]] && cmp -s "$tmp/r1.ckpt" "$tmp/r2.ckpt"; then ok "$model: 3 steps + resume for 3 = 6 steps, byte for byte"
+  else notok "$model: 3 steps + resume for 3 = 6 steps, byte for byte" "$("$b/tools/ckpt-diff" "$tmp/r1.ckpt" "$tmp/r2.ckpt" 2>&1)"; fi
+done
 err=$("$bin" cifar10 --data "$tmp/cf" --augment sideways 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *sideways* ]]; then ok "--augment unknown: exit 2"; else notok "--augment unknown" "exit $rc: $err"; fi
 head -c 5000 "$tmp/cf/data_batch_2.bin" >"$tmp/cut.bin"; mkdir -p "$tmp/bad"; cp "$tmp"/cf/* "$tmp/bad/"; cp "$tmp/cut.bin" "$tmp/bad/data_batch_2.bin"
