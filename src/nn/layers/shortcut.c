@@ -7,7 +7,9 @@
  * zeros (option A, no parameters); with projection=1 the subsampled pixels
  * go through a 1x1 convolution with bias, weights [SC, C] and bias [C]
  * (option B; also allowed where the shapes agree), run as im2col + GEMM on
- * the conv layer's path. Backward copies dy to its input's gradient (and
+ * the conv layer's path. He et al. follow their projection with batch
+ * norm; a [batchnorm] cannot sit on the shortcut branch alone here, so the
+ * bias carries the shift and the weights are He-normal like a conv's. Backward copies dy to its input's gradient (and
  * accumulates the projection's weight and bias gradients, so a
  * data-parallel bucket sees them when this layer is done) and, through
  * backward_from, adds dy's share into the earlier output's gradient once
