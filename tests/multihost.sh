@@ -46,6 +46,7 @@ skip() {
   echo "1..0 # SKIP $1"
   exit 0
 }
+san='AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|ThreadSanitizer'
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 rel() { "$diffbin" "$1" "$2" | awk 'NR == 1 { sub(/,/, "", $3); print $3 }'; }
 
@@ -130,7 +131,7 @@ kill -0 "$mpid" 2>/dev/null && kill -9 "$mpid"
 wait "$mpid"
 rc=$?
 line=$(grep -m1 "no answer from" "$tmp/o2")
-if [[ $rc -ne 0 && -z $left && -n $t_mpirun && -n $t_ranks ]] && lt "$t_mpirun" 60 && lt "$t_ranks" 60 &&
+if [[ $rc -ne 0 && -z $left && -n $t_mpirun && -n $t_ranks ]] && lt "$t_mpirun" 60 && lt "$t_ranks" 60 && ! grep -qE "$san" "$tmp/o2" &&
    grep -qE "^cltrain: rank [02]: no answer from rank 1 for [0-9]+ s during .* of step [0-9]+; stopping \(the last checkpoint is $tmp/cut.ckpt, from step [0-9]+\)" "$tmp/o2"; then
   ok "host 2's link cut: mpirun gone after $(printf %.1f "$t_mpirun") s (exit $rc), every rank after $(printf %.1f "$t_ranks") s: ${line#cltrain: }"
   # Open MPI's daemon on the cut-off host waits for TCP to give up on mpirun: said, not failed
@@ -171,7 +172,7 @@ wait "$mpid"
 rc=$?
 left=$(running cltrain mpirun orted)
 line=$(grep -m1 "no answer from" "$tmp/o5")
-if [[ -n $victim && $rc -ne 0 && -z $left ]] && lt "$el" 60 && grep -qE "^cltrain: rank [02]: no answer from rank 1 for" "$tmp/o5"; then
+if [[ -n $victim && $rc -ne 0 && -z $left ]] && lt "$el" 60 && ! grep -qE "$san" "$tmp/o5" && grep -qE "^cltrain: rank [02]: no answer from rank 1 for" "$tmp/o5"; then
   ok "rank 1 stopped (SIGSTOP): the job ended in $(printf %.1f "$el") s, exit $rc: ${line#cltrain: }"
 else notok "rank 1 stopped: the job ends within 60 s, naming rank 1" "victim '$victim', exit $rc after $el s; left: '$left'" \
   "$(grep -v "^epoch" "$tmp/o5" | tail -12)"; fi
