@@ -81,6 +81,8 @@ bad "--keep 1001" 2 "--keep 1001" -- "${FM[@]}" --keep 1001
 bad "--warmup -1" 2 "--warmup -1" -- "${FM[@]}" --warmup -1
 bad "--progress-every 0" 2 "--progress-every 0" -- "${FM[@]}" --progress-every 0
 bad "--bucket-mb 0" 2 "--bucket-mb 0" -- "${FM[@]}" --bucket-mb 0
+bad "--comm-timeout 0.5" 2 "--comm-timeout 0.5: expected 0 .no limit. or at least 1 second" -- "${FM[@]}" --comm-timeout 0.5
+bad "--comm-timeout -3" 2 "--comm-timeout -3: expected a number" -- "${FM[@]}" --comm-timeout -3
 bad "--io-latency-us 10^8" 2 "--io-latency-us 100000000" -- "${FM[@]}" --io-latency-us 100000000
 bad "--size 3" 2 "--size 3" -- "$bin" images "$tmp/dir" --size 3
 bad "--channels 2" 2 "--channels 2" -- "$bin" images "$tmp/dir" --channels 2

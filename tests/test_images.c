@@ -13,7 +13,10 @@
  * missing and mixed files are each CT_EINPUT; 2000 random byte flips and
  * cuts are always detected, never a wrong pixel. Damaged files decoders let
  * through (height 0, BMP/TGA shorter than their pixels, JPEG Huffman counts
- * past 256, PNG over the side limit, symlink loops) are refused and named.
+ * past 256, PNG over the side limit, symlink loops) are refused and named,
+ * and so are decompression bombs (a 104-byte GIF declaring 12545x4097, a
+ * PNG header declaring more than deflate can carry, over 64 Mpx), while a
+ * 4096x4096 1-bit white PNG, as compressed as PNG gets, decodes.
  * Run clean under ASan too. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +35,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #pragma GCC diagnostic push
@@ -502,6 +506,112 @@ static void test_decode_damaged(void **state) {
     snprintf(p, sizeof p, "%s/wide.png", root);
     write_wide_png(p);
     expect_msg(ct_image_decode(p, 8, 3, out), CT_EINPUT, "wide.png: larger than 16384 pixels a side", NULL);
+}
+
+/* A 104-byte GIF declaring a 12545x4097 canvas around a 1x1 frame (the image
+ * fuzzer's find): stb decoded and resized 200 MB for it, over 10 s. */
+static const uint8_t gif_bomb[104] = {
+    'G', 'I', 'F', '8', '9', 'a', 0x01, 0x31, 0x01, 0x10, 0x80, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF,
+    ',', 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x44, 0x01, 0, 0x21, 0xFE, 65,
+    'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c',
+    'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c',
+    'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c', 'c',
+    'c', 'c', 0, ';',
+};
+
+static void png_chunk(FILE *f, const char *type, const uint8_t *data, uint32_t n) {
+    uint8_t be[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    fwrite(be, 1, 4, f);
+    fwrite(type, 1, 4, f);
+    if (n) fwrite(data, 1, n, f);
+    uLong c = crc32(crc32(0, (const Bytef *)type, 4), data, n);
+    uint8_t cb[4] = {(uint8_t)(c >> 24), (uint8_t)(c >> 16), (uint8_t)(c >> 8), (uint8_t)c};
+    fwrite(cb, 1, 4, f);
+}
+
+/* A w x h 1-bit grey PNG, every pixel white, deflated at level 9: as many
+ * pixels per byte as a real PNG gets (the check must let it through).
+ * Returns the file's size. */
+static size_t write_solid_1bit_png(const char *path, uint32_t w, uint32_t h) {
+    size_t row = 1 + (w + 7) / 8, raw_n = row * h;
+    uint8_t *raw = malloc(raw_n);
+    for (size_t y = 0; y < h; y++) {
+        raw[y * row] = 0;
+        memset(raw + y * row + 1, 0xFF, row - 1);
+    }
+    uLongf z_n = compressBound((uLong)raw_n);
+    uint8_t *z = malloc(z_n);
+    assert_int_equal(compress2(z, &z_n, raw, (uLong)raw_n, 9), Z_OK);
+    uint8_t ihdr[13] = {(uint8_t)(w >> 24), (uint8_t)(w >> 16), (uint8_t)(w >> 8), (uint8_t)w,
+                        (uint8_t)(h >> 24), (uint8_t)(h >> 16), (uint8_t)(h >> 8), (uint8_t)h, 1, 0, 0, 0, 0};
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite("\x89PNG\r\n\x1a\n", 1, 8, f);
+    png_chunk(f, "IHDR", ihdr, 13);
+    png_chunk(f, "IDAT", z, (uint32_t)z_n);
+    png_chunk(f, "IEND", NULL, 0);
+    size_t n = (size_t)ftell(f);
+    fclose(f);
+    free(raw);
+    free(z);
+    return n;
+}
+
+/* Decompression bombs are refused from their header in no time, naming the
+ * file, in the scan too; the most compressed real files still decode. */
+static void test_decode_bombs(void **state) {
+    (void)state;
+    char root[300], p[600];
+    fresh_dir(root, sizeof root);
+    uint8_t out[8 * 8 * 3];
+    snprintf(p, sizeof p, "%s/bomb.gif", root);
+    ct_write_file(p, gif_bomb, sizeof gif_bomb);
+    double t0 = ct_now();
+    expect_msg(ct_image_decode(p, 8, 3, out), CT_EINPUT, "bomb.gif: declares 12545x4097 pixels in 104 bytes",
+               "decompression bomb");
+    assert_true(ct_now() - t0 < 0.1);
+    int w, h;
+    const char *why = NULL;
+    assert_int_equal(ct_image_probe_mem(gif_bomb, sizeof gif_bomb, &w, &h, &why), 0);
+    assert_non_null(strstr(why, "more than GIF's compression can carry"));
+    /* the same canvas with 1 Mpx less height is within the canvas allowance: it decodes (white background) */
+    uint8_t gif[sizeof red_gif];
+    memcpy(gif, red_gif, sizeof gif);
+    gif[6] = 0, gif[7] = 4, gif[8] = 0, gif[9] = 4; /* a 1024x1024 canvas around the 1x1 frame */
+    assert_int_equal(ct_image_probe_mem(gif, sizeof gif, &w, &h, &why), 1);
+    assert_int_equal(w, 1024);
+    /* PNG at its best ratio: 4096 x 4096 white pixels of 1 bit, deflated */
+    snprintf(p, sizeof p, "%s/white.png", root);
+    size_t n = write_solid_1bit_png(p, 4096, 4096);
+    print_message("# a 4096x4096 1-bit white PNG: %zu bytes, %.0f pixels per byte (the check allows %d)\n", n,
+                  4096.0 * 4096 / (double)n, 8 * 1032);
+    assert_int_equal(ct_image_decode(p, 8, 1, out), 0);
+    for (int i = 0; i < 64; i++) assert_int_equal(out[i], 255);
+    /* its header declaring 16384 x 4096 (the same bytes could not hold it) */
+    size_t len;
+    uint8_t *png = slurp(p, &len);
+    png[16 + 2] = 0x40; /* width 0x4000 */
+    why = NULL;
+    assert_int_equal(ct_image_probe_mem(png, len, &w, &h, &why), 0);
+    print_message("# %s\n", why);
+    assert_non_null(strstr(why, "declares 16384x4096 pixels in"));
+    free(png);
+    /* over the absolute cap: 8192 x 8193 */
+    snprintf(p, sizeof p, "%s/huge.png", root);
+    write_wide_png(p);
+    png = slurp(p, &len);
+    png[16] = 0, png[17] = 0, png[18] = 0x20, png[19] = 0;  /* width 8192 */
+    png[20] = 0, png[21] = 0, png[22] = 0x20, png[23] = 1;  /* height 8193 */
+    ct_write_file(p, png, len);
+    free(png);
+    expect_msg(ct_image_decode(p, 8, 3, out), CT_EINPUT, "huge.png: 8192x8193 = 67117056 pixels, more than the 67108864 (64 Mpx)", NULL);
+    /* the scan skips the bomb by name */
+    make_class(root, "a", 0, 2);
+    make_class(root, "b", 1, 2);
+    snprintf(p, sizeof p, "%s/b/bomb.gif", root);
+    ct_write_file(p, gif_bomb, sizeof gif_bomb);
+    ct_imgdir d;
+    expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "b/bomb.gif: not a readable image (declares 12545x4097", NULL);
 }
 
 /* The scan names each of them (and a symlink loop) as skipped, and --strict says why. */
@@ -977,6 +1087,7 @@ int main(void) {
         cmocka_unit_test(test_scan_skip_and_strict),
         cmocka_unit_test(test_decode_damaged),
         cmocka_unit_test(test_scan_damaged),
+        cmocka_unit_test(test_decode_bombs),
         cmocka_unit_test(test_source_substitution),
         cmocka_unit_test(test_shard_round_trip),
         cmocka_unit_test(test_shard_damage),

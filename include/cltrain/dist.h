@@ -15,10 +15,17 @@
  * kernels on the same CPU cores).
  *
  * Failure: a rank that fails calls MPI_Abort (ct_dist_abort), and mpirun
- * ends every rank when one dies; nothing waits forever.
+ * ends every rank when one dies. A rank that stops answering without dying
+ * (a cut network link: TCP then waits for many minutes) is caught by the
+ * watchdog: from the first training step on, a wait on the other ranks that
+ * lasts ct_world.comm_timeout seconds (--comm-timeout) asks every rank, on a
+ * communicator of its own, who is still there; the waiting ranks answer at
+ * once, and each rank that gave up prints one line naming the ranks that did
+ * not answer, the step and the last checkpoint, and calls MPI_Abort.
  * Built only when the Makefile finds mpicc (CT_MPI); without it, and outside
  * mpirun, ct_world is {size 1, rank 0} and every call here is a no-op.
- * Tested by tests/mpi.sh (equivalence with one rank, fault, bad input). */
+ * Tested by tests/mpi.sh (equivalence with one rank, fault, bad input) and
+ * tests/multihost.sh (hosts in network namespaces, a link cut mid-training). */
 #ifndef CLTRAIN_DIST_H
 #define CLTRAIN_DIST_H
 #include "cltrain/model.h"
@@ -28,6 +35,10 @@ typedef struct ct_dist {
     int local_rank, local_size;/* ranks on this node (device choice) */
     int mpi;                   /* MPI initialised (started by mpirun) */
     char host[64];
+    double comm_timeout;       /* --comm-timeout: seconds a wait on the others may last once training runs (0: no limit) */
+    int64_t step;              /* the step being trained (1-based; 0 before training): for the watchdog's line */
+    const char *ckpt;          /* the last checkpoint written (or resumed from), NULL if none; and its step */
+    int64_t ckpt_step;
 } ct_dist;
 
 extern ct_dist ct_world;
@@ -38,6 +49,10 @@ int ct_dist_compiled(void);
  * leave ct_world as a single rank. Returns 0 or CT_EINPUT (MPI unavailable). */
 int ct_dist_init(int *argc, char ***argv);
 void ct_dist_finalize(void);
+/* The watchdog's context: the step now trained (turns the watchdog on); the
+ * last checkpoint, which the line names. */
+void ct_dist_note_step(int64_t step);
+void ct_dist_note_checkpoint(const char *path, int64_t step);
 /* End every rank with this exit code (MPI_Abort), or exit() when alone. */
 void ct_dist_abort(int exit_code) __attribute__((noreturn));
 

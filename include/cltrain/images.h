@@ -32,6 +32,11 @@ enum { CT_SPLIT_TRAIN = 0, CT_SPLIT_TEST = 1 };
 /* Largest width or height a file may declare; larger is refused as unreadable
  * (a 16384^2 RGBA image already decodes to 1 GiB). */
 #define CT_IMAGE_MAX_SIDE 16384
+/* Largest width x height a file may declare (64 Mpx: 192 MB as RGB, a
+ * second or more to decode and resize); more is refused before decoding,
+ * like a GIF or PNG declaring more pixels than its compression can carry
+ * in the file's bytes (a decompression bomb). */
+#define CT_IMAGE_MAX_PIXELS (64LL << 20)
 
 typedef struct ct_imgdir_split {
     int n;               /* images */
@@ -81,7 +86,10 @@ int ct_image_probe_mem(const uint8_t *buf, size_t len, int *w, int *h, const cha
 enum { CT_IMG_PNG, CT_IMG_JPEG, CT_IMG_BMP, CT_IMG_GIF, CT_IMG_TGA };
 int ct_image_format(const uint8_t *buf, size_t len);
 /* Checks decoders skip (data/imgcheck.c): both sides 1..CT_IMAGE_MAX_SIDE,
- * BMP and TGA at least as long as their header's pixel data, JPEG Huffman
+ * at most CT_IMAGE_MAX_PIXELS, GIF and PNG no more pixels than their
+ * compression can carry in len bytes (LZW: under 4096 pixels per byte;
+ * deflate: 1032 bytes per byte, at most 8 pixels per byte), BMP and TGA at
+ * least as long as their header's pixel data, JPEG Huffman
  * tables within 256 codes and their segment. 1 when it passes, else 0 with
  * *why a static reason. Reads only buf[0..len). */
 int ct_image_header_check(const uint8_t *buf, size_t len, int fmt, const char **why);

@@ -74,6 +74,8 @@ static void usage(FILE *f) {
             "  --tfrecord-shape H,W,C  (images, pack) the image feature is raw HWC pixels of this shape\n"
             "  --confusion-png FILE    (eval) write the confusion matrix as an image\n"
             "  --bucket-mb X           (mpirun) gradient all-reduce bucket size [1]\n"
+            "  --comm-timeout S        (mpirun) a rank that has not answered for S seconds while training\n"
+            "                          ends the job, naming it (a cut link hangs TCP for minutes) [120; 0: off]\n"
             "  -h, --help              this help;  -V, --version  version\n\n"
             "Data-parallel: `mpirun -np N cltrain ...` runs N ranks, one device each; --batch-size is per rank.\n"
             "Environment: CLTRAIN_DEVICE, CLTRAIN_DEBUG=1|2, CLTRAIN_SYNC=1, CLTRAIN_KERNEL_DIR,\n"
@@ -109,7 +111,7 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
-       O_SMOOTH, O_TTA, O_CUTOUT };
+       O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO };
 
 const char *g_confusion_png, *g_augment, *g_labels = "fine"; /* g_augment NULL: the command's default */
 int g_size, g_channels, g_strict, g_top = 5, g_cutout;
@@ -137,7 +139,7 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
         {"channels", required_argument, 0, O_CHANNELS}, {"val-split", required_argument, 0, O_VALSPLIT},
         {"strict", no_argument, 0, O_STRICT}, {"top", required_argument, 0, O_TOP},
         {"label-smoothing", required_argument, 0, O_SMOOTH}, {"tta", required_argument, 0, O_TTA},
-        {"cutout", required_argument, 0, O_CUTOUT},
+        {"cutout", required_argument, 0, O_CUTOUT}, {"comm-timeout", required_argument, 0, O_COMMTO},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     long l;
@@ -202,6 +204,11 @@ int cli_parse_train(int argc, char **argv, ct_train_opts *o, const char **data) 
             break;
         case O_PROGRESS: if (!(rc = cli_parse_int("progress-every", optarg, 1, 1L << 30, &l))) o->progress_every = (int)l; break;
         case O_BUCKET: if (!(rc = parse_num("bucket-mb", optarg, 0.001, 4096, &d))) o->bucket_bytes = (size_t)(d * 1048576); break;
+        case O_COMMTO:
+            if (!(rc = parse_num("comm-timeout", optarg, 0, 604800, &d)) && d > 0 && d < 1)
+                rc = ct_fail(CT_EINPUT, "--comm-timeout %s: expected 0 (no limit) or at least 1 second", optarg);
+            if (!rc) ct_world.comm_timeout = d;
+            break;
         case O_SIZE: if (!(rc = cli_parse_int("size", optarg, 4, 4096, &l))) g_size = (int)l; break;
         case O_CHANNELS:
             if (!(rc = cli_parse_int("channels", optarg, 1, 3, &l))) {

@@ -5,9 +5,13 @@
  * a 183-byte TGA "decoded" as 4112x4112), PNG's size limit (stb's reason was
  * overwritten by "unknown image type"), and JPEG Huffman tables whose counts
  * exceed 256 or their segment (Debian's stb_image 2.27 writes past its
- * tables on those). No decoding, no allocation: bounded by the buffer.
+ * tables on those). Decompression bombs: more than CT_IMAGE_MAX_PIXELS, or a
+ * GIF or PNG declaring more pixels than its compression can carry in the
+ * file (a 104-byte GIF declaring 12545x4097 took stb over 10 s and 200 MB).
+ * No decoding, no allocation: bounded by the buffer.
  * Tested by tests/test_images.c (each case) and tests/fuzz/fuzz_image.c. */
 #include "cltrain/images.h"
+#include <stdio.h>
 #include <string.h>
 
 #define STR_(x) #x
@@ -26,13 +30,34 @@ int ct_image_format(const uint8_t *b, size_t n) {
     return CT_IMG_TGA; /* TGA has no magic; stb tests its header's plausibility */
 }
 
+/* a reason with figures in it, one per thread (scans run in several) */
+static _Thread_local char reason[200];
+
 static int sides(uint64_t w, uint64_t h, const char **why) {
     if (w < 1 || h < 1) { *why = "width or height 0 in the header"; return 0; }
     if (w > CT_IMAGE_MAX_SIDE || h > CT_IMAGE_MAX_SIDE) {
         *why = "larger than " STR(CT_IMAGE_MAX_SIDE) " pixels a side";
         return 0;
     }
+    if (w * h > (uint64_t)CT_IMAGE_MAX_PIXELS) {
+        snprintf(reason, sizeof reason, "%llux%llu = %llu pixels, more than the %lld (%lld Mpx) cltrain decodes; downscale it first",
+                 (unsigned long long)w, (unsigned long long)h, (unsigned long long)(w * h), CT_IMAGE_MAX_PIXELS,
+                 CT_IMAGE_MAX_PIXELS >> 20);
+        *why = reason;
+        return 0;
+    }
     return 1;
+}
+
+/* w x h pixels out of n bytes of a format whose compression carries at most
+ * per_byte pixels per byte: more is a decompression bomb. slack: pixels a
+ * file may declare beyond its data (a GIF's canvas around a small frame). */
+static int carried(uint64_t w, uint64_t h, size_t n, uint64_t per_byte, uint64_t slack, const char *format, const char **why) {
+    if (w * h <= per_byte * (uint64_t)n + slack) return 1;
+    snprintf(reason, sizeof reason, "declares %llux%llu pixels in %zu bytes, more than %s compression can carry "
+             "(a decompression bomb?)", (unsigned long long)w, (unsigned long long)h, n, format);
+    *why = reason;
+    return 0;
 }
 
 static int truncated(const char **why) {
@@ -83,14 +108,22 @@ static int tga_check(const uint8_t *b, size_t n, const char **why) {
     return 1;
 }
 
+/* deflate expands a byte to at most 1032, and a PNG byte holds at most 8
+ * pixels (1 bit each) */
 static int png_check(const uint8_t *b, size_t n, const char **why) {
     if (n < 24 || memcmp(b + 12, "IHDR", 4)) { *why = "corrupt PNG (no IHDR first)"; return 0; }
-    return sides(be32(b + 16), be32(b + 20), why);
+    uint64_t w = be32(b + 16), h = be32(b + 20);
+    return sides(w, h, why) && carried(w, h, n, 8 * 1032, 0, "PNG's", why);
 }
 
+/* stb decodes a GIF's whole canvas (the logical screen). LZW: a code of b
+ * bits stands for at most 2^b pixels, so at most 4096/12 pixels per bit
+ * (2731 per byte; the check allows 4096); a canvas may be up to 1 Mpx
+ * larger than its frames. */
 static int gif_check(const uint8_t *b, size_t n, const char **why) {
     if (n < 10) return truncated(why);
-    return sides(le16(b + 6), le16(b + 8), why);
+    uint64_t w = le16(b + 6), h = le16(b + 8);
+    return sides(w, h, why) && carried(w, h, n, 4096, 1 << 20, "GIF's", why);
 }
 
 /* Each DHT table: class/id byte, 16 counts, then as many symbols as the

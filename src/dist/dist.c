@@ -1,8 +1,10 @@
-/* dist/dist.c: ranks, collectives and the bucketed gradient all-reduce
- * (see dist.h). Every wait polls its MPI request and sleeps between polls:
- * Open MPI's blocking calls spin, which would take a core from PoCL. */
+/* dist/dist.c: ranks, collectives, the bucketed gradient all-reduce and the
+ * watchdog on waits (see dist.h). Every wait polls its MPI request and sleeps
+ * between polls: Open MPI's blocking calls spin, which would take a core from
+ * PoCL. Tested by tests/mpi.sh and tests/multihost.sh. */
 #include "cltrain/dist.h"
 #include "cltrain/layer.h"
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,7 +13,19 @@
 #include <mpi.h>
 #endif
 
-ct_dist ct_world = {.size = 1, .rank = 0, .local_rank = 0, .local_size = 1, .mpi = 0};
+ct_dist ct_world = {.size = 1, .rank = 0, .local_rank = 0, .local_size = 1, .mpi = 0, .comm_timeout = 120};
+
+#ifdef CT_MPI
+/* the watchdog's messages travel apart from training's */
+static MPI_Comm g_watch_comm = MPI_COMM_NULL;
+enum { TAG_STALL = 17 };
+#endif
+
+void ct_dist_note_step(int64_t step) { ct_world.step = step; }
+void ct_dist_note_checkpoint(const char *path, int64_t step) {
+    ct_world.ckpt = path;
+    ct_world.ckpt_step = step;
+}
 
 int ct_dist_compiled(void) {
 #ifdef CT_MPI
@@ -45,6 +59,7 @@ int ct_dist_init(int *argc, char ***argv) {
     MPI_Comm_free(&node);
     /* errors come back as codes; the caller reports them and aborts the job */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_dup(MPI_COMM_WORLD, &g_watch_comm);
     return 0;
 #else
     (void)argc;
@@ -58,6 +73,7 @@ int ct_dist_init(int *argc, char ***argv) {
 
 void ct_dist_finalize(void) {
 #ifdef CT_MPI
+    if (g_watch_comm != MPI_COMM_NULL) MPI_Comm_free(&g_watch_comm);
     if (ct_world.mpi) MPI_Finalize();
     ct_world.mpi = 0;
 #endif
@@ -81,8 +97,118 @@ static void nap(void) {
     nanosleep(&ts, NULL);
 }
 
+/* ---- watchdog ---- */
+
+/* A wait on the other ranks: what it is for (the line names it), since when
+ * the oldest unfinished request is in flight (0: none), the next poll. */
+typedef struct ct_wait { const char *what; double since, next_poll; } ct_wait;
+
+static void die_now(int sig) {
+    (void)sig;
+    _exit(1);
+}
+
+/* the ranks that did not answer, as "rank 1" or "ranks 1, 3" (len bytes) */
+static void list_ranks(const int *missing, char *out, size_t len) {
+    int n = 0;
+    for (int p = 0; p < ct_world.size; p++) n += missing[p];
+    size_t used = (size_t)snprintf(out, len, "%s", n == 1 ? "rank " : "ranks ");
+    for (int p = 0, k = 0; p < ct_world.size && used < len; p++)
+        if (missing[p]) used += (size_t)snprintf(out + used, len - used, "%s%d", k++ ? ", " : "", p);
+}
+
+/* How long Open MPI's daemons take to notice a host that no longer answers:
+ * the keepalive on their connections (oob_tcp_keepalive_time, _intvl and
+ * _probes; mpirun passes --mca settings to the ranks in the environment). */
+static double daemons_notice_s(void) {
+    const char *name[3] = {"OMPI_MCA_oob_tcp_keepalive_time", "OMPI_MCA_oob_tcp_keepalive_intvl", "OMPI_MCA_oob_tcp_keepalive_probes"};
+    double v[3] = {300, 20, 9}; /* Open MPI 4's defaults */
+    for (int i = 0; i < 3; i++) {
+        const char *s = getenv(name[i]);
+        char *end;
+        double x = s ? strtod(s, &end) : -1;
+        if (s && end != s && !*end && x >= 0 && x < 1e6) v[i] = x;
+    }
+    return v[0] + v[1] * v[2];
+}
+
+/* Tell every rank that this one gives up, and wait up to patience seconds
+ * for each one's word (a rank still waiting answers within a poll: it gives
+ * up too). missing[p]: rank p said nothing. Returns how many said nothing. */
+static int ask_all(int *missing, double patience) {
+    int R = ct_world.size, me = ct_world.rank, left = R - 1;
+    long long mine[2] = {me, (long long)ct_world.step}, *theirs = ct_xcalloc(2 * (size_t)R, sizeof *theirs);
+    MPI_Request *send = ct_xcalloc((size_t)R, sizeof *send), *recv = ct_xcalloc((size_t)R, sizeof *recv);
+    for (int p = 0; p < R; p++) {
+        send[p] = recv[p] = MPI_REQUEST_NULL;
+        if (p == me) continue;
+        MPI_Isend(mine, 2, MPI_LONG_LONG, p, TAG_STALL, g_watch_comm, &send[p]);
+        MPI_Irecv(theirs + 2 * p, 2, MPI_LONG_LONG, p, TAG_STALL, g_watch_comm, &recv[p]);
+    }
+    for (double end = ct_now() + patience; left > 0 && ct_now() < end; nap()) {
+        left = 0;
+        for (int p = 0; p < R; p++) {
+            int done = 1;
+            if (recv[p] != MPI_REQUEST_NULL) MPI_Test(&recv[p], &done, MPI_STATUS_IGNORE);
+            left += !done;
+        }
+    }
+    for (int p = 0; p < R; p++) missing[p] = recv[p] != MPI_REQUEST_NULL;
+    /* the job ends: the requests are left as they are */
+    return left;
+}
+
+/* Patience is over, or another rank says so: find who is silent, say so in
+ * one line, end the job. */
+static void __attribute__((noreturn)) stalled(const ct_wait *w, double now) {
+    int *missing = ct_xcalloc((size_t)ct_world.size, sizeof *missing);
+    double t = ct_world.comm_timeout / 4;
+    int silent = ask_all(missing, t < 1 ? 1 : t > 30 ? 30 : t);
+    char who[256], ck[4200];
+    list_ranks(missing, who, sizeof who);
+    if (ct_world.ckpt) snprintf(ck, sizeof ck, "the last checkpoint is %s, from step %lld", ct_world.ckpt, (long long)ct_world.ckpt_step);
+    else snprintf(ck, sizeof ck, "no checkpoint was written");
+    double waited = ct_now() - (w->since ? w->since : now);
+    if (silent)
+        fprintf(stderr, "cltrain: rank %d: no answer from %s for %.0f s during %s of step %lld; stopping (%s)\n", ct_world.rank,
+                who, waited, w->what, (long long)ct_world.step, ck);
+    else
+        fprintf(stderr, "cltrain: rank %d: a rank waited over --comm-timeout %g s during %s of step %lld (all answered since); "
+                "stopping (%s)\n", ct_world.rank, ct_world.comm_timeout, w->what, (long long)ct_world.step, ck);
+    fflush(stdout);
+    fflush(stderr);
+    /* A silent rank may be behind a cut link. Its host's daemon cannot be
+     * told to stop then, and once MPI_Abort has sent it anything mpirun
+     * waits for it until TCP gives up (net.ipv4.tcp_retries2, about 15
+     * minutes); left alone, the daemons notice the lost host through their
+     * keepalive and end the job. So they get that long first; then MPI_Abort
+     * ends a job whose network is fine. A rank that none of two or more
+     * others answers is the one cut off: it goes at once. */
+    if (silent && !(silent == ct_world.size - 1 && ct_world.size > 2))
+        for (double until = ct_now() + daemons_notice_s() + 5; ct_now() < until;) nanosleep(&(struct timespec){0, 100000000}, NULL);
+    /* a rank cut off from mpirun may wait in MPI_Abort for ever: the alarm ends it */
+    signal(SIGALRM, die_now);
+    alarm(10);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+/* Called between polls of a wait: once training runs, a wait older than
+ * --comm-timeout, or another rank's word that it gave up, ends the job.
+ * Looks every 10 ms, so the polls themselves stay as cheap as before. */
+static void watch(ct_wait *w) {
+    if (!(ct_world.comm_timeout > 0 && ct_world.step > 0 && g_watch_comm != MPI_COMM_NULL)) return;
+    double now = ct_now();
+    if (now < w->next_poll) return;
+    w->next_poll = now + 0.01;
+    int told = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, TAG_STALL, g_watch_comm, &told, MPI_STATUS_IGNORE);
+    if (told || (w->since && now - w->since > ct_world.comm_timeout)) stalled(w, now);
+}
+
 /* Wait for a request without spinning; a failed peer aborts the job. */
-static void wait_req(MPI_Request *r) {
+static void wait_req(MPI_Request *r, const char *what) {
+    ct_wait w = {what, ct_now(), 0};
     for (;;) {
         int done = 0;
         if (MPI_Test(r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
@@ -90,6 +216,7 @@ static void wait_req(MPI_Request *r) {
             ct_dist_abort(1);
         }
         if (done) return;
+        watch(&w);
         nap();
     }
 }
@@ -104,7 +231,7 @@ void ct_dist_bcast(void *buf, size_t bytes) {
         int n = bytes > (1u << 30) ? 1 << 30 : (int)bytes;
         MPI_Request r;
         MPI_Ibcast(p, n, MPI_BYTE, 0, MPI_COMM_WORLD, &r);
-        wait_req(&r);
+        wait_req(&r, "a broadcast");
         p += n;
         bytes -= (size_t)n;
     }
@@ -119,7 +246,7 @@ static void allreduce(void *v, int n, MPI_Datatype type, MPI_Op op) {
     if (!MULTI) return;
     MPI_Request r;
     MPI_Iallreduce(MPI_IN_PLACE, v, n, type, op, MPI_COMM_WORLD, &r);
-    wait_req(&r);
+    wait_req(&r, "an all-reduce");
 }
 void ct_dist_sum(double *v, int n) { allreduce(v, n, MPI_DOUBLE, MPI_SUM); }
 void ct_dist_sum_int(int *v, int n) { allreduce(v, n, MPI_INT, MPI_SUM); }
@@ -135,7 +262,7 @@ void ct_dist_barrier(void) {
     if (!MULTI) return;
     MPI_Request r;
     MPI_Ibarrier(MPI_COMM_WORLD, &r);
-    wait_req(&r);
+    wait_req(&r, "a barrier");
 #endif
 }
 
@@ -146,7 +273,7 @@ void ct_dist_gather_str(const char *mine, char *all, int len) {
         snprintf(buf, (size_t)len, "%s", mine);
         MPI_Request r;
         MPI_Igather(buf, len, MPI_CHAR, all, len, MPI_CHAR, 0, MPI_COMM_WORLD, &r);
-        wait_req(&r);
+        wait_req(&r, "a gather");
         free(buf);
         return;
     }
@@ -227,6 +354,7 @@ void ct_grad_sync_finish(ct_grad_sync *g) {
     double *ts = ct_xcalloc(2 * (size_t)nb, sizeof *ts); /* each bucket's start and end */
     double t_first = 0, t_bwd = 0, t_last = 0;
     long nap_ns = 20000;
+    ct_wait w = {"the gradient all-reduce", 0, 0};
     while (finished < nb) {
         int progress = 0;
         if (started == finished && started < nb && t_bwd) {
@@ -266,6 +394,11 @@ void ct_grad_sync_finish(ct_grad_sync *g) {
         if (progress) {
             nap_ns = 20000;
         } else {
+            /* the watchdog: from the start of the oldest bucket still in flight */
+            w.since = 0;
+            for (int k = 0; k < started && !w.since; k++)
+                if (!fin[k]) w.since = ts[2 * k];
+            watch(&w);
             struct timespec pause = {0, nap_ns};
             nanosleep(&pause, NULL);
             if (nap_ns < 200000) nap_ns *= 2;

@@ -127,6 +127,7 @@ static int hook_checkpoint(ct_loop *L, const ct_step_info *si) {
     ct_dist_average_running_stats(&L->m);
     int rc = L->writer ? ct_train_save(L, si->g + 1) : 0;
     if (rc) return rc;
+    ct_dist_note_checkpoint(o->checkpoint, si->g + 1);
     pause_interval(L, tk);
     return 0;
 }

@@ -52,6 +52,7 @@ static void account(ct_loop *L, const ct_step_info *si) {
 
 int ct_train_step(ct_loop *L, ct_step_info *si) {
     si->t0 = ct_now();
+    ct_dist_note_step(si->g + 1); /* data-parallel: the watchdog names it */
     /* 1. this step's batch into the model's input */
     int rc = ct_feed_next_batch(&L->f, si->g, si->k, L->res, &si->B, &si->wait);
     if (rc) return rc;

@@ -257,6 +257,7 @@ static int open_resumed(ct_loop *L) {
     o->seed = ck->seed;
     o->batch = ck->batch;
     o->limit_train = ck->n_train;
+    ct_dist_note_checkpoint(o->resume, ck->next_batch);
     /* the optimizer goes on as it was; a flag given now overrides its setting */
     o->optim.kind = ck->opt_kind;
     if (!o->lr_set) o->optim.lr = ck->hp_saved ? ck->lr : ct_optimizers[ck->opt_kind]->default_lr;
