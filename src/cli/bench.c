@@ -7,7 +7,6 @@
 #include "cli.h"
 #include "cltrain/dist.h"
 #include "cltrain/layer.h"
-#include "cltrain/tboard.h"
 #include <pthread.h>
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wsign-compare"

@@ -7,13 +7,13 @@
  * zlib by a minimal ustar reader that writes regular files only and refuses
  * paths that would land outside the destination.
  * Depends on common.h, data.h, augment.h, download.h (ct_download), zlib,
- * pipeline.h (ct_source, for ct_cifar_source_init only).
+ * source.h (ct_source, for ct_cifar_source_init only).
  * Tested by tests/test_cifar.c and tests/test_augment.c. */
 #include "cltrain/cifar.h"
 #include "cltrain/common.h"
 #include "cltrain/file.h"
 #include "cltrain/download.h"
-#include "cltrain/pipeline.h"
+#include "cltrain/source.h"
 #include <errno.h>
 #include <limits.h>
 #include <string.h>

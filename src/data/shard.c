@@ -7,12 +7,11 @@
  * The reader keeps one descriptor per file and preads one record per call,
  * so it is safe from several threads. Integers are encoded byte by byte
  * (little-endian) whatever the host.
- * Depends on common.h, tboard.h (ct_crc32c), pipeline.h (ct_source).
+ * Depends on common.h (ct_crc32c), source.h (ct_source).
  * Tested by tests/test_images.c and tests/pack.sh. */
 #include "cltrain/shard.h"
 #include "cltrain/common.h"
-#include "cltrain/pipeline.h"
-#include "cltrain/tboard.h"
+#include "cltrain/source.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
