@@ -7,6 +7,7 @@
  * Tested end to end by tests/cli.sh, tests/checkpoint.sh, tests/cifar.sh,
  * tests/images.sh and tests/tfrecord.sh. */
 #include "cltrain/datasets.h"
+#include <pthread.h>
 #include <string.h>
 
 void ct_data_opts_defaults(ct_data_opts *o) {
@@ -182,12 +183,17 @@ const ct_dataset_def *ct_dataset_find_kind(const char *kind) {
     return NULL;
 }
 
+static char kind_list[256];
+static void make_kind_list(void) {
+    for (int i = 0; i < ct_n_datasets; i++)
+        snprintf(kind_list + strlen(kind_list), sizeof kind_list - strlen(kind_list), "%s%s", i ? ", " : "",
+                 ct_datasets[i].kind);
+}
+
 const char *ct_dataset_list(void) {
-    static char list[256];
-    if (!list[0])
-        for (int i = 0; i < ct_n_datasets; i++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", ct_datasets[i].kind);
-    return list;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_kind_list);
+    return kind_list;
 }
 
 int ct_data_open(ct_data *d, const ct_dataset_def *def, const ct_data_opts *o) {
