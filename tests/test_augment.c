@@ -17,7 +17,7 @@
 #include "cltrain/augment.h"
 #include "cltrain/cifar.h"
 #include "cltrain/common.h"
-#include "cltrain/pipeline.h"
+#include "cltrain/source.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -11,6 +11,7 @@
 #define CLTRAIN_AUGMENT_H
 #include <stdint.h>
 #include "cltrain/common.h"
+#include "cltrain/source.h"
 
 enum { CT_AUG_NONE = 0, CT_AUG_BASIC = 1, CT_AUG_FULL = 2 };
 
@@ -76,7 +77,6 @@ void ct_augment_standardize(float *img, size_t n);
  * in [0, 1] (image folders, shards, TFRecord), then ct_augment_apply_f with
  * this source's random numbers, which come only from (seed, epoch, index),
  * so any producer count makes the same batches. inner is copied. */
-struct ct_source;
 typedef struct ct_augsrc_ctx {
     const struct ct_source *inner;
     ct_augment aug;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "cltrain/augment.h"
 #include "cltrain/data.h"
+#include "cltrain/source.h"
 
 #define CT_CIFAR_SIDE 32
 #define CT_CIFAR_PIXELS (CT_CIFAR_SIDE * CT_CIFAR_SIDE * 3) /* 3072 bytes per image */
@@ -60,9 +61,8 @@ typedef struct ct_cifar_ctx {
  * (MNIST too). Always returns 0; an index out of range is a bug (aborts). */
 int ct_cifar_source_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *rng);
 
-/* Fill src (a struct ct_source from pipeline.h) to read ctx's data set:
+/* Fill src (a ct_source, source.h) to read ctx's data set:
  * n, h, w, c, n_classes, ctx and load; io_latency_us = 0. */
-struct ct_source;
 void ct_cifar_source_init(struct ct_source *src, ct_cifar_ctx *ctx);
 
 #endif

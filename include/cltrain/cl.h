@@ -32,7 +32,6 @@ typedef struct ct_cl {
     int plat_index, dev_index;
     int sync;                /* CLTRAIN_SYNC=1: finish and check after every launch */
     int profile;             /* CLTRAIN_DEBUG>=2: per-kernel times */
-    double build_seconds;    /* time spent compiling (cache misses) */
     int cache_hits, cache_misses;
 } ct_cl;
 

@@ -80,8 +80,6 @@ typedef struct ct_grad_sync {
     int n_buckets;
     ct_bucket *b;
     cl_event bwd_done;         /* marker after the last backward kernel */
-    /* the last step: wall-clock points (ct_now) */
-    double t_first_start, t_end, t_bwd_end;
     /* totals over steps */
     long steps;
     double ar_s;               /* time some bucket's all-reduce was in flight, summed */

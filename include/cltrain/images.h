@@ -20,12 +20,13 @@
  * Thread safety: stb_image here (v2.27) keeps its failure reason in a
  * _Thread_local (STBI_THREAD_LOCAL), so decoding from several threads at once
  * is safe and each thread sees its own reason.
- * Depends on common.h, pipeline.h (ct_source), stb_image, stb_image_resize.
+ * Depends on common.h, source.h (ct_source), stb_image, stb_image_resize.
  * Tested by tests/test_images.c. */
 #ifndef CLTRAIN_IMAGES_H
 #define CLTRAIN_IMAGES_H
 #include <stdint.h>
 #include "cltrain/common.h"
+#include "cltrain/source.h"
 
 enum { CT_SPLIT_TRAIN = 0, CT_SPLIT_TEST = 1 };
 
@@ -109,7 +110,6 @@ typedef struct ct_imgdir_src_ctx {
     _Atomic int failed;         /* files of this split that failed to decode */
 } ct_imgdir_src_ctx;
 
-struct ct_source;
 /* Fill src and ctx (strict off; set ctx->strict after to change it).
  * Returns 0, or CT_EINPUT for a bad split, size or channel count, or an empty
  * split. Release with ct_imgdir_source_free. */

@@ -56,7 +56,6 @@ typedef struct ct_model {
     cl_kernel k_short_fwd, k_short_bwd;
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */
-    size_t ws_floats;
     int step;                   /* optimizer steps taken (Adam's bias correction, dropout masks) */
     int nonfinite;              /* read back with the results: the last step met a NaN/Inf gradient and was skipped */
     float label_smoothing;      /* softmax cross-entropy targets (1-e)*onehot + e/C; 0: plain one-hot */

@@ -16,17 +16,7 @@
 #include <pthread.h>
 #include "cltrain/cl.h"
 #include "cltrain/ring.h"
-
-/* Where samples come from. load writes sample `index` as h*w*c floats into
- * dst and its label into *label, drawing any augmentation random numbers from
- * rng; it returns 0 or a negative CT_E* code with ct_fail's message (which
- * should name the file and record). Called from several threads at once. */
-typedef struct ct_source {
-    int n, h, w, c, n_classes;
-    void *ctx;
-    int (*load)(void *ctx, int index, float *dst, int32_t *label, ct_rng *rng);
-    int io_latency_us;     /* simulated storage latency per sample (a sleep), for the benchmark */
-} ct_source;
+#include "cltrain/source.h"
 
 typedef struct ct_slot {
     int64_t seq;           /* global batch number */

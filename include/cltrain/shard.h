@@ -40,12 +40,13 @@
  * Written to temporary names (.SPLIT-00000.shard.tmp.PID), fsync'd and
  * renamed only once the whole split is complete; stale files of an older,
  * larger pack are removed. Full description: docs/SHARDS.md.
- * Depends on common.h, tboard.h (ct_crc32c), pipeline.h (ct_source).
+ * Depends on common.h (ct_crc32c), source.h (ct_source).
  * Tested by tests/test_images.c and tests/pack.sh. */
 #ifndef CLTRAIN_SHARD_H
 #define CLTRAIN_SHARD_H
 #include <stdint.h>
 #include <stdio.h>
+#include "cltrain/source.h"
 
 #define CT_SHARD_MAGIC "CLTSHARD"
 #define CT_SHARD_VERSION 1
@@ -119,7 +120,6 @@ int ct_shardset_read(const ct_shardset *s, int64_t index, int32_t *label, uint8_
 /* Close the files, free, zero; safe on a zeroed or closed set. */
 void ct_shardset_close(ct_shardset *s);
 
-struct ct_source;
 /* A ct_source over s: load(index) writes pixels / 255 as floats (HWC) and
  * the label; a damaged record is returned as an error, never replaced.
  * CT_EINPUT when s holds more than INT_MAX records. */

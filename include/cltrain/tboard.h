@@ -1,6 +1,6 @@
 /* tboard.h: training metrics for --logdir: DIR/metrics.csv and a TensorBoard
  * event file DIR/events.out.tfevents.<time>.<host> (TFRecord framing with
- * masked CRC32C, Event protobufs with scalar summaries, encoded by hand).
+ * masked CRC32C from common.h, Event protobufs with scalar summaries, encoded by hand).
  * Tested by tests/test_tboard.c, which also reads the file back with
  * TensorBoard's own reader (tools/tb_read.py). */
 #ifndef CLTRAIN_TBOARD_H
@@ -22,6 +22,4 @@ void ct_tboard_scalar(ct_tboard *t, const char *tag, int64_t step, double value)
 /* Flush both files; CT_EIO once a write has failed (already reported on stderr). */
 int ct_tboard_flush(ct_tboard *t);
 void ct_tboard_close(ct_tboard *t);
-/* CRC32C (Castagnoli), as TFRecord framing uses it; exposed for the test. */
-uint32_t ct_crc32c(const void *data, size_t n);
 #endif

@@ -23,14 +23,15 @@
  * (R from 0 in the file, O the record's first byte): truncated record, bad
  * length CRC, data CRC mismatch, not a valid Example protobuf, missing or
  * mistyped feature, label out of range, raw image of the wrong size.
- * Files are read whole into memory. Depends on common.h, tboard.h
- * (ct_crc32c), images.h (decoding), pipeline.h (ct_source), zlib.
+ * Files are read whole into memory. Depends on common.h
+ * (ct_crc32c), images.h (decoding), source.h (ct_source), zlib.
  * Tested by tests/tfrecord.sh (records written by the PyPI tfrecord package)
  * and the fuzz harness tests/fuzz/tfrecord.c. */
 #ifndef CLTRAIN_TFRECORD_H
 #define CLTRAIN_TFRECORD_H
 #include <stddef.h>
 #include <stdint.h>
+#include "cltrain/source.h"
 
 #define CT_TFR_MAX_CLASSES 65536
 #define CT_TFR_MAX_FILE ((uint64_t)1 << 36) /* 64 GiB uncompressed */
@@ -88,7 +89,6 @@ int ct_tfr_decode(const ct_tfr_data *d, const ct_tfr_record *r, int size, int ch
 
 /* A ct_source over split `split` (x / 255 as floats, HWC). */
 typedef struct ct_tfr_src_ctx { const ct_tfr_data *d; int split, size, channels; } ct_tfr_src_ctx;
-struct ct_source;
 int ct_tfr_source_init(struct ct_source *src, ct_tfr_src_ctx *ctx, const ct_tfr_data *d, int split, int size,
                        int channels);
 #endif

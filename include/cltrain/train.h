@@ -95,8 +95,6 @@ int ct_train_save_failed(int64_t next_step);
 /* Learning rate at global step g of total: linear warm-up over o->warmup
  * steps, then constant, step (x0.1 at 1/2 and x0.01 at 3/4 of the rest) or cosine to 0. */
 double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total);
-/* A ct_source over an in-memory data set: x = byte * scale + shift. */
-void ct_dataset_source(ct_source *src, const ct_dataset *ds, const float *scale_shift);
 /* Train opts->model on train, evaluate on test after each epoch. Prints progress to out. */
 int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out);
 /* Evaluate on ds with the model's current weights: bytes * scale + shift, or

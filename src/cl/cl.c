@@ -348,7 +348,6 @@ int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *option
             free(src);
             return ct_fail(CT_EDEVICE, "building kernels/%s failed (%s); the build log is above", file, ct_cl_errstr(e));
         }
-        cl->build_seconds += ct_now() - t0;
         cl->cache_misses++;
         CT_DEBUG(1, "kernels/%s: compiled in %.2f s with '%s'", file, ct_now() - t0, opts);
         /* store the binary: temporary name, then rename */

@@ -7,7 +7,6 @@
 #include "cli.h"
 #include "cltrain/dist.h"
 #include "cltrain/layer.h"
-#include "cltrain/tboard.h"
 #include <pthread.h>
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wsign-compare"
@@ -43,18 +42,19 @@ static void layer_flops(const ct_layer *L, int B, int first, double *fwd, double
     *bwd = first ? f : 2 * f;
 }
 
-/* --model, fitted to --size and --channels when given */
-static int load_model(ct_model *m, const char *spec) {
+/* --model, fitted to --size and --channels when given (size, channels 0: not given) */
+static int load_model(ct_model *m, const char *spec, int size, int channels) {
     int rc = ct_model_load(m, spec);
-    if (rc || (!g_size && !g_channels)) return rc;
-    int c = g_channels ? g_channels : m->in_c, classes = m->n_classes, h = g_size ? g_size : m->in_h, w = g_size ? g_size : m->in_w;
+    if (rc || (!size && !channels)) return rc;
+    int c = channels ? channels : m->in_c, classes = m->n_classes, h = size ? size : m->in_h, w = size ? size : m->in_w;
     ct_model_free(m);
     return ct_model_load_shaped(m, spec, h, w, c, classes);
 }
 
-int cli_bench_setup(ct_model *m, ct_cl *cl, const ct_train_opts *o, int gemm_mode) {
+int cli_bench_setup(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode) {
+    const ct_train_opts *o = &c->train;
     memset(cl, 0, sizeof *cl);
-    int rc = load_model(m, o->model);
+    int rc = load_model(m, o->model, c->data.size, c->data.channels);
     if (!rc) rc = ct_cl_open(cl, o->device);
     if (!rc) rc = ct_model_setup(m, cl, o->batch, gemm_mode);
     if (rc) {
@@ -113,10 +113,11 @@ static void limit_col(char *out, size_t n, double gflops, double limit) {
     else snprintf(out, n, "%6s", "-");
 }
 
-static int bench_kernels(const ct_train_opts *o) {
+static int bench_kernels(const cli_opts *c) {
+    const ct_train_opts *o = &c->train;
     ct_model m;
     ct_cl cl;
-    int rc = cli_bench_setup(&m, &cl, o, CT_GEMM_NATIVE);
+    int rc = cli_bench_setup(&m, &cl, c, CT_GEMM_NATIVE);
     if (rc) return rc;
     int B = o->batch;
     printf("cltrain bench kernels: model %s, batch %d, device %s (%s)\n", m.name, B, cl.device_name, cl.platform_name);
@@ -223,10 +224,11 @@ static double spawn_probe(const char *self, const char *cache, int pocl_cache) {
     return st == 0 ? t : -1;
 }
 
-static int bench_train(const ct_train_opts *o, int steps) {
+static int bench_train(const cli_opts *c, int steps) {
+    const ct_train_opts *o = &c->train;
     ct_model m;
     ct_cl cl;
-    int rc = cli_bench_setup(&m, &cl, o, o->gemm);
+    int rc = cli_bench_setup(&m, &cl, c, o->gemm);
     if (rc) return rc;
     int B = o->batch;
     ct_opt opt;
@@ -272,10 +274,11 @@ static int bench_train(const ct_train_opts *o, int steps) {
 }
 
 /* bench probe: what the start-up figure measures (device, builds, buffers, one step) */
-static int bench_probe(const ct_train_opts *o) {
+static int bench_probe(const cli_opts *c) {
+    const ct_train_opts *o = &c->train;
     ct_model m;
     ct_cl cl;
-    int rc = cli_bench_setup(&m, &cl, o, CT_GEMM_NATIVE);
+    int rc = cli_bench_setup(&m, &cl, c, CT_GEMM_NATIVE);
     if (rc) return rc;
     ct_opt opt;
     if (!(rc = ct_opt_setup(&opt, &m, &o->optim))) {
@@ -456,19 +459,19 @@ static int bench_image_input(void) {
  * latency per image = the measured compute time per image, where the ideal
  * speed-up of a pipeline over loading in the loop is 2x) and an input-bound
  * one (twice that latency). */
-static int bench_pipeline(const ct_train_opts *base, const char *data) {
-    ct_dataset train = {0}, test = {0};
-    if (!data) data = "/usr/share/datasets/fashion-mnist";
-    int rc = ct_mnist_load(&train, &test, data, CT_FASHION_MNIST, 0);
+static int bench_pipeline(const cli_opts *c) {
+    ct_data d;
+    int rc = ct_data_open(&d, ct_dataset_find("fashion-mnist"), &c->data);
     if (rc) return rc;
-    ct_train_opts o = *base;
+    const ct_dataset *train = d.train;
+    ct_train_opts o = c->train;
     o.quiet = 1;
     if (!o.max_steps) o.max_steps = 30;
     ct_train_result r;
     /* measure compute time per image once, resident (no input cost at all) */
     o.resident = 1;
     o.io_latency_us = 0;
-    if ((rc = ct_train(&o, &train, NULL, &r, stdout))) goto out;
+    if ((rc = ct_train(&o, train, NULL, &r, stdout))) goto out;
     int lat = (int)(1e6 / r.compute_rate + 0.5);
     printf("cltrain bench pipeline: model %s, batch %d, %ld steps per run; compute %.0f images/s = %d us per image\n",
            o.model, o.batch, o.max_steps, r.compute_rate, lat);
@@ -485,7 +488,7 @@ static int bench_pipeline(const ct_train_opts *base, const char *data) {
             o.producers = modes[k].producers;
             o.resident = modes[k].resident;
             o.io_latency_us = lat * regimes[g].mult;
-            if ((rc = ct_train(&o, &train, NULL, &r, stdout))) goto out;
+            if ((rc = ct_train(&o, train, NULL, &r, stdout))) goto out;
             if (k == 0) sync_ips = r.images_per_s;
             char prod[16];
             snprintf(prod, sizeof prod, "%d", r.producers);
@@ -496,8 +499,7 @@ static int bench_pipeline(const ct_train_opts *base, const char *data) {
     printf("efficiency = achieved / min(producer rate, compute rate); for synchronous loading the two add up instead\n");
     rc = bench_image_input();
 out:
-    ct_dataset_free(&train);
-    ct_dataset_free(&test);
+    ct_data_close(&d);
     return rc;
 }
 
@@ -508,14 +510,14 @@ out:
  * cluster would give: ring all-reduce time 2(N-1)/N x S / bandwidth plus a
  * latency per message, of which the backward still running hides up to the
  * measured overlap window. */
-static int bench_dist(const ct_train_opts *base) {
+static int bench_dist(const cli_opts *c) {
     ct_model probe;
-    int rc = load_model(&probe, base->model);
+    int rc = load_model(&probe, c->train.model, c->data.size, c->data.channels);
     if (rc) return rc;
-    ct_train_opts o = *base;
+    ct_train_opts o = c->train;
     o.quiet = 1;
     o.producers = 0;
-    o.fit_model = g_size || g_channels;
+    o.fit_model = c->data.size || c->data.channels;
     if (!o.max_steps) o.max_steps = 20;
     const int R = ct_world.size;
     ct_dataset ds = {.n = (int)((o.max_steps + 1) * o.batch * R), .h = probe.in_h, .w = probe.in_w, .c = probe.in_c,
@@ -586,16 +588,15 @@ int cmd_bench(int argc, char **argv) {
         return cli_fail(CT_EINPUT);
     }
     const char *what = argv[1];
-    ct_train_opts o;
-    ct_train_defaults(&o);
-    const char *data = NULL;
-    int rc = cli_parse_train(argc - 1, argv + 1, &o, &data);
+    cli_opts c;
+    cli_opts_defaults(&c);
+    int rc = cli_parse_train(argc - 1, argv + 1, &c);
     if (rc) return cli_fail(rc);
-    if (!strcmp(what, "kernels")) rc = bench_kernels(&o);
-    else if (!strcmp(what, "train")) rc = bench_train(&o, o.max_steps ? (int)o.max_steps : 20);
-    else if (!strcmp(what, "pipeline")) rc = bench_pipeline(&o, data);
-    else if (!strcmp(what, "probe")) rc = bench_probe(&o);
-    else if (!strcmp(what, "dist")) rc = bench_dist(&o);
+    if (!strcmp(what, "kernels")) rc = bench_kernels(&c);
+    else if (!strcmp(what, "train")) rc = bench_train(&c, c.train.max_steps ? (int)c.train.max_steps : 20);
+    else if (!strcmp(what, "pipeline")) rc = bench_pipeline(&c);
+    else if (!strcmp(what, "probe")) rc = bench_probe(&c);
+    else if (!strcmp(what, "dist")) rc = bench_dist(&c);
     else if (!strcmp(what, "images")) rc = bench_image_input();
     else rc = ct_fail(CT_EINPUT, "bench %s: expected kernels, train, pipeline, dist, images or probe", what);
     return rc ? cli_fail(rc) : 0;

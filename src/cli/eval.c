@@ -4,7 +4,6 @@
  * Tested by tests/checkpoint.sh. */
 #include "cli.h"
 #include "cltrain/checkpoint.h"
-#include "cltrain/cifar.h"
 #include <string.h>
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STBIW_ASSERT(x) CT_ASSERT(x)
@@ -41,74 +40,53 @@ static int write_confusion_png(const ct_eval_result *r, const char *path) {
 }
 
 int cmd_eval(int argc, char **argv) {
-    ct_train_opts o;
-    ct_train_defaults(&o);
-    const char *data = NULL;
-    g_confusion_png = NULL;
     /* the checkpoint is the first non-option argument */
     if (argc < 2 || argv[1][0] == '-') {
         ct_fail(CT_EINPUT, "eval needs a checkpoint file: cltrain eval CHECKPOINT [--data DIR]");
         return cli_fail(CT_EINPUT);
     }
     const char *path = argv[1];
-    int rc = cli_parse_train(argc - 1, argv + 1, &o, &data);
+    cli_opts c;
+    cli_opts_defaults(&c);
+    const ct_train_opts *o = &c.train;
+    int rc = cli_parse_train(argc - 1, argv + 1, &c);
     if (rc) return cli_fail(rc);
     ct_ckpt ck;
     if ((rc = ct_ckpt_load(&ck, path))) return cli_fail(rc);
-    ct_dataset test = {0};
-    const char *ds = ck.data.kind;
-    int kind = !strcmp(ds, "mnist") ? CT_MNIST : !strcmp(ds, "fashion-mnist") ? CT_FASHION_MNIST : 0;
-    int cifar = !strcmp(ds, "cifar10") ? 10 : !strcmp(ds, "cifar100") ? 100 : 0;
-    int images = !strcmp(ds, "images");
-    if (!kind && !cifar && !images) {
-        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (mnist, fashion-mnist, cifar10, cifar100, images)", path, ds);
+    const ct_dataset_def *set = ct_dataset_find_kind(ck.data.kind);
+    if (!set) {
+        ct_fail(CT_EINPUT, "%s: data set '%s' is not one eval knows (%s)", path, ck.data.kind, ct_dataset_list());
         ct_ckpt_free(&ck);
         return cli_fail(CT_EINPUT);
     }
-    if (!data) data = ck.data.path;
+    const char *data = c.data.path ? c.data.path : ck.data.path;
     ct_model m;
     ct_cl cl;
+    ct_data d;
     memset(&cl, 0, sizeof cl);
     memset(&m, 0, sizeof m);
-    ct_cifar_ctx ectx = {&test, ct_augment_default(CT_AUG_NONE)};
-    ct_source esrc;
-    cli_imageset iset;
-    memset(&iset, 0, sizeof iset);
+    memset(&d, 0, sizeof d);
     /* the model first: image sets are decoded at its input size */
     rc = ct_model_parse(&m, ck.cfg, ck.model_name);
     if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
-    if (!rc && images) {
-        /* the held-out split of the folder (same seed and share as training), or the test shards */
-        rc = cli_imageset_open(&iset, data, m.in_h, m.in_c, ck.data.split, ck.seed, 0, 0);
-        if (!rc && !iset.ds[1].n)
-            rc = ct_fail(CT_EINPUT, "%s: no test images (no test shards, or no held-out split); nothing to evaluate", data);
-        if (!rc) {
-            test = iset.ds[1];
-            esrc = iset.src[1];
-        }
-    } else if (!rc && cifar) {
-        rc = ct_cifar_load(NULL, &test, data, cifar, ck.data.classes != 20, 0);
-        if (!rc) ct_cifar_source_init(&esrc, &ectx);
-    } else if (!rc) {
-        rc = ct_mnist_load(NULL, &test, data, kind, 0);
-    }
-    if (!rc) rc = ct_model_check_input(&m, test.h, test.w, test.c, test.n_classes, data);
-    if (!rc) rc = ct_cl_open(&cl, o.device);
-    if (!rc) rc = ct_model_setup(&m, &cl, o.batch, o.gemm);
+    if (!rc) rc = ct_data_reopen(&d, set, &ck.data, data, ck.seed, m.in_h, m.in_c);
+    const ct_dataset *test = d.test;
+    if (!rc) rc = ct_model_check_input(&m, test->h, test->w, test->c, test->n_classes, data);
+    if (!rc) rc = ct_cl_open(&cl, o->device);
+    if (!rc) rc = ct_model_setup(&m, &cl, o->batch, o->gemm);
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         ct_eval_result ev;
-        rc = ct_evaluate(&m, &test, cifar || images ? &esrc : NULL, o.limit_test, o.scale, o.shift, o.tta, &ev);
+        rc = ct_evaluate(&m, test, d.src[1], o->limit_test, o->scale, o->shift, o->tta, &ev);
         printf("%s: model %s, %d parameters, trained %lld steps on %s\n", path, ck.model_name, (int)ck.n_params,
-               (long long)ck.next_batch, cifar == 100 && ck.data.classes == 20 ? "cifar100-coarse" : ds);
-        ct_eval_print(&ev, test.class_names, stdout, 1);
-        if (!rc && g_confusion_png) rc = write_confusion_png(&ev, g_confusion_png);
+               (long long)ck.next_batch, d.name);
+        ct_eval_print(&ev, test->class_names, stdout, 1);
+        if (!rc && c.confusion_png) rc = write_confusion_png(&ev, c.confusion_png);
         ct_eval_free(&ev);
     }
     ct_model_free(&m);
     if (cl.ctx) ct_cl_close(&cl);
-    if (images) cli_imageset_close(&iset);
-    else ct_dataset_free(&test);
+    ct_data_close(&d);
     ct_ckpt_free(&ck);
     return rc ? cli_fail(rc) : 0;
 }

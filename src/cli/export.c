@@ -4,7 +4,6 @@
  * plus per-image standardisation for CIFAR data sets. Tested by tests/onnx.sh. */
 #include "cli.h"
 #include "cltrain/checkpoint.h"
-#include "cltrain/cifar.h"
 #include "cltrain/onnx.h"
 #include <errno.h>
 #include <string.h>
@@ -22,14 +21,10 @@ static int ckpt_crc(const char *path, uint32_t *crc) {
 
 /* Built-in data sets name their classes themselves (the checkpoint holds no
  * names): their test split, when still at data_dir, gives them. */
-static void dataset_names(const ct_ckpt *ck, ct_dataset *test) {
-    memset(test, 0, sizeof *test);
-    const char *d = ck->data.kind;
-    int kind = !strcmp(d, "mnist") ? CT_MNIST : !strcmp(d, "fashion-mnist") ? CT_FASHION_MNIST : 0;
-    int cifar = !strcmp(d, "cifar10") ? 10 : !strncmp(d, "cifar100", 8) ? 100 : 0;
-    int rc = kind ? ct_mnist_load(NULL, test, ck->data.path, kind, 0)
-                  : cifar ? ct_cifar_load(NULL, test, ck->data.path, cifar, ck->data.classes != 20, 0) : -1;
-    if (rc) memset(test, 0, sizeof *test);
+static void dataset_names(const ct_ckpt *ck, ct_data *d) {
+    memset(d, 0, sizeof *d);
+    const ct_dataset_def *set = ct_dataset_find_kind(ck->data.kind);
+    if (set && set->names_classes) ct_data_reopen(d, set, &ck->data, ck->data.path, ck->seed, 0, 0);
 }
 
 int cmd_export(int argc, char **argv) {
@@ -49,7 +44,8 @@ int cmd_export(int argc, char **argv) {
     int rc = ct_ckpt_load(&ck, path);
     if (rc) return cli_fail(rc);
     ct_model m;
-    ct_onnx_meta meta = {.standardize = !strncmp(ck.data.kind, "cifar", 5), .dataset = ck.data.kind,
+    const ct_dataset_def *set = ct_dataset_find_kind(ck.data.kind);
+    ct_onnx_meta meta = {.standardize = set && set->standardize, .dataset = ck.data.kind,
                          .class_names = (const char *const *)ck.class_names, .n_names = ck.n_names};
     uint8_t *buf = NULL;
     size_t n = 0;
@@ -58,12 +54,14 @@ int cmd_export(int argc, char **argv) {
         rc = ct_fail(CT_EINPUT, "%s: %zu parameters, its model %s has %zu; the checkpoint is not exportable", path,
                      ck.n_params, ck.model_name, m.n_params);
     if (!rc) rc = ckpt_crc(path, &meta.ckpt_crc);
-    ct_dataset names = {0};
+    ct_data names;
+    memset(&names, 0, sizeof names);
     if (!rc && !ck.n_names) {
         dataset_names(&ck, &names);
-        if (names.class_names && names.n_classes == m.n_classes) {
-            meta.class_names = (const char *const *)names.class_names;
-            meta.n_names = names.n_classes;
+        const ct_dataset *t = names.test;
+        if (t && t->class_names && t->n_classes == m.n_classes) {
+            meta.class_names = (const char *const *)t->class_names;
+            meta.n_names = t->n_classes;
         } else {
             printf("export: %s: class names not found (data set %s not at %s); the model names classes by index\n",
                    path, ck.data.kind, ck.data.path);
@@ -76,7 +74,7 @@ int cmd_export(int argc, char **argv) {
                "ONNX opset 13)\n", path, ck.model_name, m.in_c, m.in_h, m.in_w, m.n_classes, m.n_params,
                (long long)ck.next_batch, ck.data.kind, out, (double)n / 1e6);
     free(buf);
-    ct_dataset_free(&names);
+    ct_data_close(&names);
     ct_model_free(&m);
     ct_ckpt_free(&ck);
     return rc ? cli_fail(rc) : 0;

@@ -149,8 +149,41 @@ int cli_pack_split(const ct_imgdir *d, int which, const char *out, int size, int
     return 0;
 }
 
+/* `cltrain pack FILE.tfrecord... OUT`: both splits, one record at a time */
+static int pack_tfr_files(const ct_tfr_files *t, const char *out, int size, int channels, double val_split, uint64_t seed,
+                          long per_shard, cli_pack_stats *st) {
+    ct_imageset s;
+    int rc = ct_imageset_open_tfr(&s, t, size, channels, val_split, seed);
+    if (rc) return rc;
+    const ct_tfr_data *d = &s.tfr;
+    size = s.ds[0].h;
+    channels = s.ds[0].c;
+    size_t pixels = (size_t)size * size * channels;
+    if (per_shard <= 0) per_shard = (long)((64u << 20) / (pixels + 8)) + 1;
+    uint8_t *px = ct_xmalloc(pixels);
+    for (int k = 0; k < 2 && !rc; k++) {
+        ct_shard_writer w;
+        rc = ct_shard_writer_open(&w, out, k ? "test" : "train", size, size, channels, d->n_classes,
+                                  (const char *const *)d->class_names, per_shard);
+        for (int i = 0; i < d->n[k] && !rc; i++) {
+            rc = ct_tfr_decode(d, &d->rec[k][i], size, channels, px);
+            if (!rc) rc = ct_shard_write(&w, d->rec[k][i].label, px);
+        }
+        if (!rc) rc = ct_shard_writer_close(&w);
+        else ct_shard_writer_abort(&w);
+        if (!rc) {
+            st->written[k] = w.n_records;
+            st->shards[k] = w.n_shards;
+            st->bytes += w.bytes;
+        }
+    }
+    free(px);
+    ct_imageset_close(&s);
+    return rc;
+}
+
 /* TFRecord files before OUT (or --train/--test and OUT) */
-static int pack_tfr(cli_tfr *tf, int argc, char **argv, int size, int channels, double val, long seed, long per_shard) {
+static int pack_tfr(ct_tfr_files *tf, int argc, char **argv, int size, int channels, double val, long seed, long per_shard) {
     int rc = 0, nf = argc - optind - 1;
     if (nf < 0 || (nf == 0 && !tf->n_train)) rc = ct_fail(CT_EINPUT, "pack needs TFRecord files and an output folder: cltrain pack FILE.tfrecord... OUT");
     if (!rc && nf && tf->n_train) rc = ct_fail(CT_EINPUT, "pack: give TFRecord files either as arguments or with --train/--test, not both");
@@ -166,12 +199,12 @@ static int pack_tfr(cli_tfr *tf, int argc, char **argv, int size, int channels, 
     cli_pack_stats st;
     memset(&st, 0, sizeof st);
     double t0 = ct_now();
-    if (!rc) rc = cli_pack_tfr(tf, out, size, tf->o.raw_h > 0 && channels == 3 ? 0 : channels, tf->n_test ? 0 : val, (uint64_t)seed, per_shard, &st);
+    if (!rc) rc = pack_tfr_files(tf, out, size, tf->o.raw_h > 0 && channels == 3 ? 0 : channels, tf->n_test ? 0 : val, (uint64_t)seed, per_shard, &st);
     if (!rc)
         printf("pack: %d TFRecord file%s: wrote %ld train and %ld test records in %d + %d shards to %s (%.1f MB, %.2f s)\n",
                tf->n_train + tf->n_test, tf->n_train + tf->n_test == 1 ? "" : "s", st.written[0], st.written[1], st.shards[0],
                st.shards[1], out, (double)st.bytes / 1e6, ct_now() - t0);
-    cli_tfr_free(tf);
+    ct_tfr_files_free(tf);
     return rc ? cli_fail(rc) : 0;
 }
 
@@ -188,7 +221,7 @@ int cmd_pack(int argc, char **argv) {
     int strict = 0, c, rc = 0;
     if (threads < 1) threads = 2;
     if (threads > 64) threads = 64;
-    cli_tfr tf;
+    ct_tfr_files tf;
     if ((rc = cli_tfr_args(&argc, argv, &tf))) return cli_fail(rc);
     optind = 1;
     opterr = 0;

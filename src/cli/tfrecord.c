@@ -1,10 +1,9 @@
 /* cli/tfrecord.c: TFRecord files for `cltrain images` and `cltrain pack`
  * (reader in data/tfrecord.c): the --tfrecord-image/-label/-shape and
  * --train/--test options, taken out of argv before the command's own option
- * parser runs; the image set over the files; packing them into shards.
+ * parser runs (the image set over the files is data/imageset.c).
  * Tested by tests/tfrecord.sh. */
 #include "cli.h"
-#include "cltrain/shard.h"
 #include <errno.h>
 #include <glob.h>
 #include <string.h>
@@ -44,7 +43,7 @@ static int parse_shape(const char *s, ct_tfr_opts *o) {
     return 0;
 }
 
-int cli_tfr_args(int *argc, char **argv, cli_tfr *t) {
+int cli_tfr_args(int *argc, char **argv, ct_tfr_files *t) {
     memset(t, 0, sizeof *t);
     static const char *const names[] = {"tfrecord-image", "tfrecord-label", "tfrecord-shape", "train", "test"};
     int out = 1;
@@ -79,15 +78,7 @@ int cli_tfr_args(int *argc, char **argv, cli_tfr *t) {
     return 0;
 }
 
-void cli_tfr_free(cli_tfr *t) {
-    for (int i = 0; i < t->n_train; i++) free(t->train[i]);
-    for (int i = 0; i < t->n_test; i++) free(t->test[i]);
-    free(t->train);
-    free(t->test);
-    memset(t, 0, sizeof *t);
-}
-
-int cli_tfr_files(int argc, char **argv, cli_tfr *t) {
+int cli_tfr_files(int argc, char **argv, ct_tfr_files *t) {
     int k = 1;
     while (k < argc && argv[k][0] != '-' && cli_is_file(argv[k])) k++;
     if (k > 1 && t->n_train)
@@ -97,62 +88,4 @@ int cli_tfr_files(int argc, char **argv, cli_tfr *t) {
         if (rc) return rc;
     }
     return k - 1;
-}
-
-int cli_imageset_open_tfr(cli_imageset *s, const cli_tfr *t, int size, int channels, double val_split, uint64_t seed) {
-    memset(s, 0, sizeof *s);
-    s->tfrecord = 1;
-    int rc = ct_tfr_open(&s->tfr, (const char *const *)t->train, t->n_train, (const char *const *)t->test, t->n_test,
-                         val_split, seed, &t->o);
-    if (rc) return rc;
-    if (t->o.raw_h > 0) {
-        if ((size && size != t->o.raw_h) || (channels && channels != t->o.raw_c))
-            rc = ct_fail(CT_EINPUT, "--size/--channels %dx%d: raw TFRecord images are %dx%dx%d as --tfrecord-shape says; "
-                         "drop --size/--channels", size, channels, t->o.raw_h, t->o.raw_w, t->o.raw_c);
-        size = t->o.raw_h;
-        channels = t->o.raw_c;
-    }
-    if (!size) size = 64;
-    if (!channels) channels = 3;
-    for (int k = 0; k < 2 && !rc; k++) {
-        if (!s->tfr.n[k]) continue;
-        if ((rc = ct_tfr_source_init(&s->src[k], &s->tctx[k], &s->tfr, k, size, channels))) break;
-        s->ds[k] = (ct_dataset){.n = s->tfr.n[k], .h = size, .w = size, .c = channels, .n_classes = s->tfr.n_classes,
-                                .class_names = s->tfr.class_names};
-    }
-    if (rc) cli_imageset_close(s);
-    return rc;
-}
-
-/* `cltrain pack FILE.tfrecord... OUT`: both splits, one record at a time */
-int cli_pack_tfr(const cli_tfr *t, const char *out, int size, int channels, double val_split, uint64_t seed,
-                 long per_shard, cli_pack_stats *st) {
-    cli_imageset s;
-    int rc = cli_imageset_open_tfr(&s, t, size, channels, val_split, seed);
-    if (rc) return rc;
-    const ct_tfr_data *d = &s.tfr;
-    size = s.ds[0].h;
-    channels = s.ds[0].c;
-    size_t pixels = (size_t)size * size * channels;
-    if (per_shard <= 0) per_shard = (long)((64u << 20) / (pixels + 8)) + 1;
-    uint8_t *px = ct_xmalloc(pixels);
-    for (int k = 0; k < 2 && !rc; k++) {
-        ct_shard_writer w;
-        rc = ct_shard_writer_open(&w, out, k ? "test" : "train", size, size, channels, d->n_classes,
-                                  (const char *const *)d->class_names, per_shard);
-        for (int i = 0; i < d->n[k] && !rc; i++) {
-            rc = ct_tfr_decode(d, &d->rec[k][i], size, channels, px);
-            if (!rc) rc = ct_shard_write(&w, d->rec[k][i].label, px);
-        }
-        if (!rc) rc = ct_shard_writer_close(&w);
-        else ct_shard_writer_abort(&w);
-        if (!rc) {
-            st->written[k] = w.n_records;
-            st->shards[k] = w.n_shards;
-            st->bytes += w.bytes;
-        }
-    }
-    free(px);
-    cli_imageset_close(&s);
-    return rc;
 }

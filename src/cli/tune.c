@@ -76,15 +76,15 @@ static int take_budget(int *argc, char **argv, double *budget) {
 
 int cmd_tune(int argc, char **argv) {
     double budget = 0, t0 = ct_now();
-    ct_train_opts o;
-    ct_train_defaults(&o);
-    const char *data = NULL;
+    cli_opts c;
+    cli_opts_defaults(&c);
     int rc = take_budget(&argc, argv, &budget);
-    if (!rc) rc = cli_parse_train(argc, argv, &o, &data);
+    if (!rc) rc = cli_parse_train(argc, argv, &c);
     if (rc) return cli_fail(rc);
+    const ct_train_opts o = c.train;
     ct_model m;
     ct_cl cl;
-    if ((rc = cli_bench_setup(&m, &cl, &o, CT_GEMM_NATIVE))) return cli_fail(rc);
+    if ((rc = cli_bench_setup(&m, &cl, &c, CT_GEMM_NATIVE))) return cli_fail(rc);
     ct_opt opt;
     if ((rc = ct_opt_setup(&opt, &m, &o.optim))) {
         ct_model_free(&m);

@@ -1,10 +1,10 @@
 /* augsrc.c: augmentation for any source of [0, 1] float images (image
  * folders, record shards, TFRecord): the inner source loads the sample, then
  * ct_augment_apply_f crops, flips and jitters it with the pipeline's
- * per-sample random numbers. Depends on augment.h, pipeline.h (ct_source).
+ * per-sample random numbers. Depends on augment.h, source.h (ct_source).
  * Tested by tests/test_augment.c. */
 #include "cltrain/augment.h"
-#include "cltrain/pipeline.h"
+#include "cltrain/source.h"
 #include <stdlib.h>
 #include <string.h>
 

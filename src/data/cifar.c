@@ -7,13 +7,13 @@
  * zlib by a minimal ustar reader that writes regular files only and refuses
  * paths that would land outside the destination.
  * Depends on common.h, data.h, augment.h, download.h (ct_download), zlib,
- * pipeline.h (ct_source, for ct_cifar_source_init only).
+ * source.h (ct_source, for ct_cifar_source_init only).
  * Tested by tests/test_cifar.c and tests/test_augment.c. */
 #include "cltrain/cifar.h"
 #include "cltrain/common.h"
 #include "cltrain/file.h"
 #include "cltrain/download.h"
-#include "cltrain/pipeline.h"
+#include "cltrain/source.h"
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -492,6 +492,31 @@ static int tar_write_file(tar_in *t, const char *dest, long long size, const cha
     return rc;
 }
 
+/* An entry's path from its 512-byte header h: the name field, after the
+ * POSIX ustar prefix when there is one. */
+static void header_name(const uint8_t *h, char *name, size_t n) {
+    char base[101], prefix[156] = "";
+    memcpy(base, h, 100);
+    base[100] = '\0';
+    if (memcmp(h + 257, "ustar\0", 6) == 0) { /* POSIX only: old GNU headers keep atime there */
+        memcpy(prefix, h + 345, 155);
+        prefix[155] = '\0';
+    }
+    snprintf(name, n, "%s%s%s", prefix, prefix[0] ? "/" : "", base);
+}
+
+/* Read to the end so zlib checks the CRC and length. */
+static int tar_finish(tar_in *t) {
+    uint8_t tail[4096];
+    while (gzread(t->f, tail, sizeof tail) > 0) {}
+    int e = Z_OK;
+    const char *m = gzerror(t->f, &e);
+    if (e != Z_OK && e != Z_BUF_ERROR)
+        return ct_fail(CT_EINPUT, "%s: corrupt archive (zlib: %s); download it again", t->path, m);
+    if (e == Z_BUF_ERROR) return ct_fail(CT_EINPUT, "%s: truncated archive; download it again", t->path);
+    return 0;
+}
+
 int ct_targz_extract(const char *archive, const char *dest_dir, int *n_files) {
     CT_ASSERT(archive && dest_dir);
     if (n_files) *n_files = 0;
@@ -536,14 +561,7 @@ int ct_targz_extract(const char *archive, const char *dest_dir, int *n_files) {
             snprintf(name, sizeof name, "%s", long_name);
             have_long = 0;
         } else {
-            char base[101], prefix[156] = "";
-            memcpy(base, h, 100);
-            base[100] = '\0';
-            if (memcmp(h + 257, "ustar\0", 6) == 0) { /* POSIX only: old GNU headers keep atime there */
-                memcpy(prefix, h + 345, 155);
-                prefix[155] = '\0';
-            }
-            snprintf(name, sizeof name, "%s%s%s", prefix, prefix[0] ? "/" : "", base);
+            header_name(h, name, sizeof name);
         }
         if (type == 'L') { /* GNU long name: the next entry's path is this entry's data */
             if (size >= (long long)sizeof long_name) {
@@ -591,16 +609,7 @@ int ct_targz_extract(const char *archive, const char *dest_dir, int *n_files) {
         }
         if ((rc = tar_read(&t, NULL, (size_t)((512 - size % 512) % 512), "padding")) != 0) break;
     }
-    if (rc == 0) { /* read to the end so zlib checks the CRC and length */
-        uint8_t tail[4096];
-        while (gzread(t.f, tail, sizeof tail) > 0) {}
-        int e = Z_OK;
-        const char *m = gzerror(t.f, &e);
-        if (e != Z_OK && e != Z_BUF_ERROR)
-            rc = ct_fail(CT_EINPUT, "%s: corrupt archive (zlib: %s); download it again", archive, m);
-        else if (e == Z_BUF_ERROR)
-            rc = ct_fail(CT_EINPUT, "%s: truncated archive; download it again", archive);
-    }
+    if (rc == 0) rc = tar_finish(&t);
     gzclose(t.f);
     if (n_files) *n_files = files;
     return rc;

@@ -46,6 +46,30 @@ static size_t sink_write(char *p, size_t size, size_t nmemb, void *user) {
     return n;
 }
 
+/* c's options: url into s, errors into errbuf (CURL_ERROR_SIZE bytes), redirects, time limits, protocols */
+static void curl_setup(CURL *c, const char *url, struct sink *s, char *errbuf) {
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    /* No total timeout (slow links are fine); a transfer below 1 byte/s for 60 s is dead. */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* callers may be threaded */
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "cltrain/" CT_VERSION);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https,file");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS | CURLPROTO_FILE));
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+}
+
 /* One mirror. Returns 0 (dest installed), CT_ENET (try the next mirror) or
  * CT_EIO (local failure: no mirror will help); *msg gets the reason. */
 static int fetch_one(const char *url, const char *dest, const char *dir, const char *md5,
@@ -78,26 +102,7 @@ static int fetch_one(const char *url, const char *dest, const char *dir, const c
         goto out;
     }
     char errbuf[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-    /* No total timeout (slow links are fine); a transfer below 1 byte/s for 60 s is dead. */
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* callers may be threaded */
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "cltrain/" CT_VERSION);
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https,file");
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS | CURLPROTO_FILE));
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
+    curl_setup(c, url, &s, errbuf);
     fprintf(stderr, "cltrain: downloading %s\n", url);
     CURLcode cr = curl_easy_perform(c);
     if (s.write_errno) {

@@ -10,13 +10,12 @@
  * decoder, so no input reaches it. Every file is read whole (at most
  * CT_IMAGE_MAX_FILE bytes, regular files only) and passes
  * ct_image_header_check (data/imgcheck.c) before a decoder sees it.
- * Depends on common.h, file.h, pipeline.h, tboard.h (ct_crc32c), stb, turbojpeg.
+ * Depends on common.h (ct_crc32c), file.h, source.h, stb, turbojpeg.
  * Tested by tests/test_images.c. */
 #include "cltrain/images.h"
 #include "cltrain/common.h"
 #include "cltrain/file.h"
-#include "cltrain/pipeline.h"
-#include "cltrain/tboard.h"
+#include "cltrain/source.h"
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>

@@ -7,12 +7,11 @@
  * The reader keeps one descriptor per file and preads one record per call,
  * so it is safe from several threads. Integers are encoded byte by byte
  * (little-endian) whatever the host.
- * Depends on common.h, tboard.h (ct_crc32c), pipeline.h (ct_source).
+ * Depends on common.h (ct_crc32c), source.h (ct_source).
  * Tested by tests/test_images.c and tests/pack.sh. */
 #include "cltrain/shard.h"
 #include "cltrain/common.h"
-#include "cltrain/pipeline.h"
-#include "cltrain/tboard.h"
+#include "cltrain/source.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -330,6 +329,37 @@ static int cmp_found(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The class names of header b (h->header_size bytes), which fill the rest of
+ * it exactly, into *names (when non-NULL). */
+static int read_names(const char *path, const uint8_t *b, const hdr *h, char ***names) {
+    int rc = 0;
+    size_t o = CT_SHARD_FIXED, end = h->header_size - 4;
+    char **nm = names ? ct_xcalloc(h->n_classes, sizeof *nm) : NULL;
+    for (uint32_t c = 0; c < h->n_classes && !rc; c++) {
+        uint32_t len = o + 4 <= end ? get32(b + o) : UINT32_MAX;
+        if (len > CT_SHARD_MAX_NAME || o + 4 + len > end || memchr(b + o + 4, 0, len)) {
+            rc = ct_fail(CT_EINPUT, "%s: class name %u does not fit the header (" REPACK ")", path, c);
+            break;
+        }
+        if (nm) {
+            nm[c] = ct_xmalloc(len + 1);
+            memcpy(nm[c], b + o + 4, len);
+            nm[c][len] = '\0';
+        }
+        o += 4 + len;
+    }
+    if (!rc && o != end) rc = ct_fail(CT_EINPUT, "%s: %zu stray bytes after the class names (" REPACK ")", path, end - o);
+    if (nm) {
+        if (rc) {
+            for (uint32_t c = 0; c < h->n_classes; c++) free(nm[c]);
+            free(nm);
+        } else {
+            *names = nm;
+        }
+    }
+    return rc;
+}
+
 /* Read and check one file's header into h (names into *names when non-NULL). */
 static int open_one(const char *path, const char *split, int *fd_out, off_t *size_out, hdr *h, char ***names) {
     *fd_out = -1;
@@ -413,31 +443,7 @@ static int open_one(const char *path, const char *split, int *fd_out, off_t *siz
                      (unsigned long long)want, (unsigned long long)h->n_records, (unsigned long long)R, h->header_size);
         goto out;
     }
-    /* class names fill the rest of the header exactly */
-    size_t o = CT_SHARD_FIXED, end = h->header_size - 4;
-    char **nm = names ? ct_xcalloc(h->n_classes, sizeof *nm) : NULL;
-    for (uint32_t c = 0; c < h->n_classes && !rc; c++) {
-        uint32_t len = o + 4 <= end ? get32(b + o) : UINT32_MAX;
-        if (len > CT_SHARD_MAX_NAME || o + 4 + len > end || memchr(b + o + 4, 0, len)) {
-            rc = ct_fail(CT_EINPUT, "%s: class name %u does not fit the header (" REPACK ")", path, c);
-            break;
-        }
-        if (nm) {
-            nm[c] = ct_xmalloc(len + 1);
-            memcpy(nm[c], b + o + 4, len);
-            nm[c][len] = '\0';
-        }
-        o += 4 + len;
-    }
-    if (!rc && o != end) rc = ct_fail(CT_EINPUT, "%s: %zu stray bytes after the class names (" REPACK ")", path, end - o);
-    if (nm) {
-        if (rc) {
-            for (uint32_t c = 0; c < h->n_classes; c++) free(nm[c]);
-            free(nm);
-        } else {
-            *names = nm;
-        }
-    }
+    rc = read_names(path, b, h, names);
 out:
     free(b);
     if (rc) {
@@ -455,16 +461,14 @@ static int same_names(char **a, char **b, int n) {
     return 1;
 }
 
-int ct_shardset_open(ct_shardset *s, const char *dir, const char *split) {
-    memset(s, 0, sizeof *s);
-    if (!split_name_ok(split))
-        return ct_fail(CT_EINPUT, "shard split name '%s': expected 1..15 characters of a-z 0-9 _ -", split);
+/* The files SPLIT-N.shard in dir, sorted by N, into *out (at least one, or CT_EINPUT). */
+static int list_shards(const char *dir, const char *split, found **out) {
     DIR *dp = opendir(dir);
     if (!dp)
         return ct_fail(CT_EINPUT, "%s: cannot open (%s); pack images with cltrain pack IMAGES %s --size S", dir,
                        strerror(errno), dir);
     found *fs = NULL;
-    int nf = 0, cap = 0, rc = 0;
+    int nf = 0, cap = 0;
     size_t sl = strlen(split);
     struct dirent *e;
     while ((e = readdir(dp))) {
@@ -492,6 +496,17 @@ int ct_shardset_open(ct_shardset *s, const char *dir, const char *split) {
                        split, dir);
     }
     qsort(fs, (size_t)nf, sizeof *fs, cmp_found);
+    *out = fs;
+    return nf;
+}
+
+int ct_shardset_open(ct_shardset *s, const char *dir, const char *split) {
+    memset(s, 0, sizeof *s);
+    if (!split_name_ok(split))
+        return ct_fail(CT_EINPUT, "shard split name '%s': expected 1..15 characters of a-z 0-9 _ -", split);
+    found *fs = NULL;
+    int nf = list_shards(dir, split, &fs), rc = 0;
+    if (nf < 0) return nf;
     s->dir = strdup(dir);
     s->split = strdup(split);
     s->shards = ct_xcalloc((size_t)nf, sizeof *s->shards);

@@ -9,8 +9,7 @@
 #include "cltrain/tfrecord.h"
 #include "cltrain/common.h"
 #include "cltrain/images.h"
-#include "cltrain/pipeline.h"
-#include "cltrain/tboard.h"
+#include "cltrain/source.h"
 #include <errno.h>
 #include <limits.h>
 #include <string.h>

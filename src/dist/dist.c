@@ -423,9 +423,6 @@ void ct_grad_sync_finish(ct_grad_sync *g) {
     free(req);
     free(fin);
     free(ts);
-    g->t_first_start = t_first;
-    g->t_end = t_last;
-    g->t_bwd_end = t_bwd;
     g->steps++;
     g->ar_s += busy;
     g->hidden_s += hidden;

@@ -432,7 +432,6 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
         const ct_layer_ops *o = ct_layer_ops_of(L);
         if (o->setup && (rc = o->setup(m, L, batch, &need))) return rc;
     }
-    m->ws_floats = need.ws;
     if (need.bn_part) {
         if ((rc = ct_cl_alloc(cl, &m->bn_p1, need.bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
         if ((rc = ct_cl_alloc(cl, &m->bn_p2, need.bn_part * sizeof(float), "batch-norm partial sums"))) return rc;

@@ -8,6 +8,7 @@
  * every kind, fields out of range, old files, kill -9 at random). */
 #include "cltrain/checkpoint.h"
 #include "cltrain/common.h"
+#include "cltrain/datasets.h"
 #include "cltrain/file.h"
 #include "cltrain/optim.h"
 #include "cltrain/train.h"
@@ -268,7 +269,6 @@ static int bad_field(const char *path, const char *field, long long v, const cha
 
 /* every field, as the command line checks its flags (the CRC only says the bytes are as written) */
 static int validate(const ct_ckpt *st, const char *path) {
-    static const char *const kinds[] = {"", "mnist", "fashion-mnist", "cifar10", "cifar100", "images"};
     if (st->batch < 1 || st->batch > CT_BATCH_MAX) return bad_field(path, "batch", st->batch, "1..4096");
     if (st->n_train < 1) return bad_field(path, "samples per epoch", st->n_train, "at least 1");
     if (st->next_batch < 0) return bad_field(path, "next batch", (long long)st->next_batch, "0 or more");
@@ -286,11 +286,9 @@ static int validate(const ct_ckpt *st, const char *path) {
                           isfinite(st->wd) && st->wd >= 0 && st->wd <= 10))
         return ct_fail(CT_EINPUT, "%s: checkpoint hyper-parameters out of range (lr %g, momentum %g, weight decay %g); the file is "
                        "damaged or not written by cltrain", path, st->lr, st->momentum, st->wd);
-    size_t k = 0;
-    while (k < sizeof kinds / sizeof *kinds && strcmp(kinds[k], st->data.kind)) k++;
-    if (k == sizeof kinds / sizeof *kinds)
-        return ct_fail(CT_EINPUT, "%s: checkpoint field data set is '%s', expected mnist, fashion-mnist, cifar10, cifar100 or "
-                       "images; the file is damaged or not written by cltrain", path, st->data.kind);
+    if (st->data.kind[0] && !ct_dataset_find_kind(st->data.kind)) /* "": not recorded */
+        return ct_fail(CT_EINPUT, "%s: checkpoint field data set is '%s', expected one of %s; the file is damaged or not "
+                       "written by cltrain", path, st->data.kind, ct_dataset_list());
     if (!(st->data.split >= 0 && st->data.split <= 0.9)) return bad_field(path, "held-out share (x1000)", (long long)(st->data.split * 1000), "0..900");
     if (st->data.classes < 0 || st->data.classes > 65536) return bad_field(path, "classes", st->data.classes, "0..65536");
     /* the model: it parses, and its shapes agree with the parameters and the class names */

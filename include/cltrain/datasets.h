@@ -1,0 +1,139 @@
+/* datasets.h: the data sets cltrain knows, in one table (data/registry.c),
+ * and the image set behind `cltrain images` (data/imageset.c).
+ *
+ * Each entry names its command (`cltrain NAME`), the kind a checkpoint
+ * records (ct_ckpt_data.kind), the default model, and opens its train and
+ * test splits for training, or the test split a checkpoint names for
+ * `cltrain eval` (and export's class names). The command line (src/cli/)
+ * asks the table instead of matching names: a new data set is a loader in
+ * src/data/, its open functions and one table line.
+ *
+ * The table lives in the library, not in src/cli: its entries only call
+ * loaders (idx, cifar, image folders, shards, TFRecord) and fill ct_dataset
+ * and ct_source, none of which needs the command line or OpenCL, and tests
+ * can open a set the way the command does. Parsing options stays in src/cli.
+ * Depends on data.h, cifar.h, augment.h, images.h, shard.h, tfrecord.h,
+ * checkpoint.h (ct_ckpt_data). Tested end to end by tests/cli.sh,
+ * tests/checkpoint.sh, tests/cifar.sh, tests/images.sh and tests/tfrecord.sh. */
+#ifndef CLTRAIN_DATASETS_H
+#define CLTRAIN_DATASETS_H
+#include <stdio.h>
+#include "cltrain/augment.h"
+#include "cltrain/checkpoint.h"
+#include "cltrain/cifar.h"
+#include "cltrain/data.h"
+#include "cltrain/images.h"
+#include "cltrain/shard.h"
+#include "cltrain/source.h"
+#include "cltrain/tfrecord.h"
+
+/* TFRecord files of an image set: the training files and (maybe none) the
+ * test files, with the feature keys or raw shape. given: a TFRecord option
+ * (--tfrecord-*, --train, --test) was on the command line. */
+typedef struct ct_tfr_files {
+    ct_tfr_opts o;
+    char **train, **test;
+    int n_train, n_test, given;
+} ct_tfr_files;
+void ct_tfr_files_free(ct_tfr_files *t);
+
+/* An image data set: a folder of class folders (decoded by the producers),
+ * the shards `cltrain pack` wrote, or TFRecord files. ds[split] are shells
+ * (n, shape, classes, names; no pixels), src[split] the sources that load
+ * samples (x / 255). */
+typedef struct ct_imageset {
+    int shards;                /* 1: read from shards */
+    int tfrecord;              /* 1: read from TFRecord files */
+    ct_tfr_data tfr;
+    ct_tfr_src_ctx tctx[2];
+    ct_imgdir dir;
+    ct_imgdir_src_ctx ctx[2];
+    ct_shardset set[2];
+    ct_source src[2];
+    ct_dataset ds[2];
+} ct_imageset;
+/* A folder or shards at path. size/channels 0: from the shards, or 64 and 3
+ * for a folder. need_train: missing train shards are an error. CT_EINPUT
+ * naming the path; s is closed on failure. */
+int ct_imageset_open(ct_imageset *s, const char *path, int size, int channels, double val_split, uint64_t seed,
+                     int strict, int need_train);
+/* TFRecord files t (t->n_test 0: val_split of each class held out). */
+int ct_imageset_open_tfr(ct_imageset *s, const ct_tfr_files *t, int size, int channels, double val_split,
+                         uint64_t seed);
+void ct_imageset_close(ct_imageset *s);
+
+/* What a data set is opened with (the command line's data options). */
+typedef struct ct_data_opts {
+    const char *path;          /* --data, or images' folder / first file; NULL: the set's default */
+    const ct_tfr_files *tfr;   /* images from TFRecord files; NULL: path is a folder or shards */
+    uint64_t seed;             /* --seed: which files a held-out split takes */
+    const char *augment;       /* --augment none|basic|full; NULL: the set's default */
+    int cutout;                /* --cutout N (0: off) */
+    int coarse;                /* --labels coarse (cifar100) */
+    int size, channels;        /* --size, --channels (images; 0: from the shards, else 64 and 3) */
+    double val_split;          /* --val-split (images) [0.1] */
+    int strict;                /* --strict (images): an unreadable image is an error */
+} ct_data_opts;
+void ct_data_opts_defaults(ct_data_opts *o);
+
+struct ct_dataset_def;
+/* An opened data set. Sources point into it: do not copy or move it. */
+typedef struct ct_data {
+    const struct ct_dataset_def *def;
+    const char *name;          /* as printed: def->name, or "cifar100-coarse" */
+    const char *path;          /* the folder (or first TFRecord file) read; recorded in checkpoints */
+    double split;              /* recorded in checkpoints: images' held-out share (0 with shards or test files) */
+    const ct_dataset *train;   /* the training split (NULL after reopen) */
+    const ct_dataset *test;    /* the test split, or NULL when there is none */
+    const ct_source *src[2];   /* samples of each split; NULL: bytes / 255 straight from ds */
+    char **class_names;        /* recorded in checkpoints: images' names (built-in sets name their own) */
+    double load_s;             /* seconds open took */
+    ct_data_opts o;            /* as opened */
+    const char *augment;       /* the training augmentation level's name, as given or the default */
+    /* the loaders' state behind train, test and src */
+    ct_dataset ds[2];          /* mnist and cifar: the pixels of both splits */
+    ct_source own[2];
+    ct_cifar_ctx cctx[2];
+    ct_augment aug;
+    ct_augsrc_ctx actx;
+    ct_imageset img;
+} ct_data;
+
+typedef struct ct_dataset_def {
+    const char *name;          /* the command: cltrain NAME */
+    const char *kind;          /* ct_ckpt_data.kind of its checkpoints */
+    const char *model;         /* default --model */
+    const char *default_path;  /* without --data (NULL: the command's arguments name it) */
+    int variant;               /* the loader's own kind: CT_MNIST / CT_FASHION_MNIST, 10 / 100 for CIFAR */
+    int from_files;            /* images: the folder or files are the command's arguments, read by the
+                                * producers (no --resident), and the model is fitted to them */
+    int standardize;           /* inputs are x / 255, then per-image standardisation (predict, export) */
+    int names_classes;         /* the loader names the classes itself (checkpoints hold no names) */
+    /* options checked before anything is loaded; NULL: none */
+    int (*check)(const ct_data_opts *o);
+    /* both splits for training, into a zeroed d */
+    int (*open)(ct_data *d, const ct_data_opts *o);
+    /* the test split of a checkpoint's data set rec, read from path, for a
+     * model of input h x h x c (image sets are decoded at that size) */
+    int (*reopen)(ct_data *d, const ct_ckpt_data *rec, const char *path, uint64_t seed, int h, int c);
+    /* the line training prints once the set is open */
+    void (*describe)(const ct_data *d, FILE *out);
+    /* after training (NULL: nothing) */
+    void (*report)(const ct_data *d, FILE *out);
+} ct_dataset_def;
+
+extern const ct_dataset_def ct_datasets[];
+extern const int ct_n_datasets;
+/* The entry of command name / of checkpoint kind, or NULL. */
+const ct_dataset_def *ct_dataset_find(const char *name);
+const ct_dataset_def *ct_dataset_find_kind(const char *kind);
+/* "mnist, fashion-mnist, cifar10, cifar100, images" (for messages) */
+const char *ct_dataset_list(void);
+
+/* def->open (timed into d->load_s) / def->reopen; d is closed on failure. */
+int ct_data_open(ct_data *d, const ct_dataset_def *def, const ct_data_opts *o);
+int ct_data_reopen(ct_data *d, const ct_dataset_def *def, const ct_ckpt_data *rec, const char *path, uint64_t seed,
+                   int h, int c);
+/* Frees everything d owns and zeroes it; safe on a zeroed or closed d. */
+void ct_data_close(ct_data *d);
+#endif
