@@ -146,6 +146,13 @@ rc=$?
 if [[ $rc -eq 0 ]] && grep -q "accuracy" "$tmp/o3"; then ok "the last checkpoint (step ${at:-?}) evaluates: $(grep -m1 accuracy "$tmp/o3")"
 else notok "cltrain eval of the last checkpoint" "exit $rc" "$(tail -3 "$tmp/o3")"; fi
 ip link set "${p}v2" up
+# wait until both ends have carrier and the bridge forwards on the port again (a busy machine takes a while)
+for _ in $(seq 1 100); do
+  ip link show "${p}v2" | grep -q LOWER_UP && ip -n "${p}h2" link show eth0 | grep -q LOWER_UP &&
+    bridge link show dev "${p}v2" | grep -q 'state forwarding' && break
+  sleep 0.1
+done
+sleep 1
 for pid in $(ip netns pids "${p}h2"); do kill -9 "$pid" 2>/dev/null; done # the daemon left behind on the cut host
 to=$(( ${at:-0} + 20 ))
 mpi_hosts 120 "$bin" fashion-mnist --producers 0 --steps "$to" --resume "$tmp/cut.ckpt" --checkpoint "$tmp/cut.ckpt" >"$tmp/o4" 2>&1
