@@ -253,9 +253,11 @@ static int bench_train(const ct_train_opts *o, int steps) {
     ct_opt_free(&opt);
     ct_model_free(&m);
     ct_cl_close(&cl);
-    /* start-up: the whole process, from exec to the end of the first training step */
+    /* start-up: the whole process, from exec to the end of the first training step
+     * (CLTRAIN_BENCH_STARTUP=0 leaves it out: tools/bench-pytorch.sh needs only the rate) */
+    const char *startup = getenv("CLTRAIN_BENCH_STARTUP");
     char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ssize_t n = startup && !strcmp(startup, "0") ? 0 : readlink("/proc/self/exe", self, sizeof self - 1);
     if (n > 0) {
         self[n] = 0;
         char dir[] = "/tmp/cltrain-bench-XXXXXX";
