@@ -113,15 +113,30 @@ static void limit_col(char *out, size_t n, double gflops, double limit) {
     else snprintf(out, n, "%6s", "-");
 }
 
+/* one row of bench kernels: ours, its share of the SGEMM limit, CLBlast (t_clb 0: not timed) */
+static void kernel_row(const char *desc, const char *pass, double t, double f, double limit, double t_clb) {
+    char lim[32], gf[16], clb[16], clbf[16], ratio[16];
+    limit_col(lim, sizeof lim, f > 0 ? f / t * 1e-9 : 0, limit);
+    snprintf(gf, sizeof gf, f > 0 ? "%.1f" : "-", f / t * 1e-9);
+    int have = t_clb > 0 && t_clb < 1e29;
+    snprintf(clb, sizeof clb, have ? "%.3f" : "-", t_clb * 1e3);
+    snprintf(clbf, sizeof clbf, have && f > 0 ? "%.1f" : "-", f / t_clb * 1e-9);
+    snprintf(ratio, sizeof ratio, have ? "%.2fx" : "-", t_clb / t);
+    printf("%-34s %-4s %10.3f %9s %6s %11s %9s %8s\n", desc, pass, t * 1e3, gf, lim, clb, clbf, ratio);
+}
+
 static int bench_kernels(const ct_train_opts *o) {
     ct_model m;
     ct_cl cl;
     int rc = cli_bench_setup(&m, &cl, o, CT_GEMM_NATIVE);
     if (rc) return rc;
     int B = o->batch;
-    printf("cltrain bench kernels: model %s, batch %d, device %s (%s)\n", m.name, B, cl.device_name, cl.platform_name);
+    /* CLTRAIN_BENCH_CLBLAST=0 leaves CLBlast out (on a CPU it takes most of the run) */
+    const char *clb = getenv("CLTRAIN_BENCH_CLBLAST");
+    int paths = clb && !strcmp(clb, "0") ? 1 : 2;
+    printf("cltrain bench kernels: model %s, batch %d, device %s (%s)%s\n", m.name, B, cl.device_name, cl.platform_name,
+           paths == 1 ? ", CLBlast not timed (CLTRAIN_BENCH_CLBLAST=0)" : "");
     double limit = sgemm_limit();
-    char lim[32];
     printf("%-34s %-4s %10s %9s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "CLBlast ms", "GFLOP/s", "ours/CLB");
     /* one real step first, so every layer's dy holds real gradients: never-written
      * buffers can hold denormals, which run many times slower on CPUs */
@@ -134,8 +149,8 @@ static int bench_kernels(const ct_train_opts *o) {
         layer_arg a = {&m, i, B};
         double ff, fb;
         layer_flops(L, B, i == 0, &ff, &fb);
-        double t[2][2];
-        for (int path = 0; path < 2; path++) {
+        double t[2][2] = {{0, 0}, {0, 0}};
+        for (int path = 0; path < paths; path++) {
             m.gemm.mode = path ? CT_GEMM_CLBLAST : CT_GEMM_NATIVE;
             t[path][0] = time_it(&cl, fwd_fn, &a, 5);
             t[path][1] = time_it(&cl, bwd_fn, &a, 5);
@@ -146,22 +161,9 @@ static int bench_kernels(const ct_train_opts *o) {
         totf[1] += fb;
         char desc[64];
         snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
-        for (int p = 0; p < 2; p++) {
-            double f = p ? fb : ff;
-            limit_col(lim, sizeof lim, f / t[0][p] * 1e-9, limit);
-            if (f > 0)
-                printf("%-34s %-4s %10.3f %9.1f %6s %11.3f %9.1f %7.2fx\n", p ? "" : desc, p ? "bwd" : "fwd", t[0][p] * 1e3,
-                       f / t[0][p] * 1e-9, lim, t[1][p] * 1e3, f / t[1][p] * 1e-9, t[1][p] / t[0][p]);
-            else
-                printf("%-34s %-4s %10.3f %9s %6s %11.3f %9s %7.2fx\n", p ? "" : desc, p ? "bwd" : "fwd", t[0][p] * 1e3, "-", lim,
-                       t[1][p] * 1e3, "-", t[1][p] / t[0][p]);
-        }
+        for (int p = 0; p < 2; p++) kernel_row(p ? "" : desc, p ? "bwd" : "fwd", t[0][p], p ? fb : ff, limit, t[1][p]);
     }
-    for (int p = 0; p < 2; p++) {
-        limit_col(lim, sizeof lim, totf[p] / tot[0][p] * 1e-9, limit);
-        printf("%-34s %-4s %10.3f %9.1f %6s %11.3f %9.1f %7.2fx\n", p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p] * 1e3,
-               totf[p] / tot[0][p] * 1e-9, lim, tot[1][p] * 1e3, totf[p] / tot[1][p] * 1e-9, tot[1][p] / tot[0][p]);
-    }
+    for (int p = 0; p < 2; p++) kernel_row(p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p], totf[p], limit, tot[1][p]);
     /* the plain GEMM at 1024^3 as the device's practical bound for our kernel */
     m.gemm.mode = CT_GEMM_NATIVE;
     cl_mem A, Bm, C;
@@ -172,7 +174,7 @@ static int bench_kernels(const ct_train_opts *o) {
         double tg[2];
         for (int p = 0; p < 2; p++) {
             double best = 1e30;
-            for (int r = 0; r < 4; r++) {
+            for (int r = 0; r < 4 && p < paths; r++) {
                 ct_cl_finish(&cl);
                 double t0 = ct_now();
                 if (p) ct_gemm_clblast(&m.gemm, 0, 0, (int)N, (int)N, (int)N, 1, A, 0, (int)N, Bm, 0, (int)N, 0, C, 0, (int)N, NULL, 0, 0);
@@ -183,10 +185,7 @@ static int bench_kernels(const ct_train_opts *o) {
             }
             tg[p] = best;
         }
-        double f = 2.0 * N * N * N;
-        limit_col(lim, sizeof lim, f / tg[0] * 1e-9, limit);
-        printf("%-34s %-4s %10.3f %9.1f %6s %11.3f %9.1f %7.2fx\n", "sgemm 1024x1024x1024", "", tg[0] * 1e3, f / tg[0] * 1e-9, lim,
-               tg[1] * 1e3, f / tg[1] * 1e-9, tg[1] / tg[0]);
+        kernel_row("sgemm 1024x1024x1024", "", tg[0], 2.0 * N * N * N, limit, tg[1]);
         ct_cl_release(&A);
         ct_cl_release(&Bm);
         ct_cl_release(&C);
