@@ -292,7 +292,9 @@ static void search_shape(ct_gemm *g, tune_shape *t, const ct_gemm_cfg *cand, int
             fprintf(log, "\n  skipped: %s\n", ct_last_error());
             continue;
         }
+        /* the default itself is timed already: the same program with the same split is not a candidate */
         int seen[8], n_seen = 0;
+        if (prog == g->def_prog) seen[n_seen++] = ct_gemm_splits(g, &g->def, t->tA, t->M, t->N, t->K);
         for (int j = -1; j < ct_gemm_n_kchunks && ct_now() < until; j++) {
             ct_gemm_cfg c = cand[i];
             if (j >= 0) c.kchunk = ct_gemm_kchunks[j];
