@@ -8,7 +8,9 @@
 #     PyTorch user would apply (MALLOC_MMAP_THRESHOLD_ and friends, below),
 #     and the faster of the two is the figure compared against.
 # For each model: cltrain, PyTorch stock, PyTorch tuned, cltrain again; the
-# mean of the two cltrain runs is reported, so drift on a shared machine shows.
+# mean of the two cltrain runs is reported, so drift on a shared machine shows,
+# and beside the ratio of means the ratio of the fastest single steps (the
+# best of each side's runs), which other jobs on the machine shift less.
 # Called by `make bench`; does nothing (exit 0) when PyTorch is not installed.
 # PYTORCH_MODELS (default "mnist-cnn cifar-cnn"), PYTORCH_THREADS (2) and
 # PYTORCH_STEPS (30 for mnist-cnn, 10 otherwise) override.
