@@ -141,6 +141,21 @@ static void test_tables(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_int_equal(ct_gemm_cfg_check(&bad[i]), CT_EINPUT);
 }
 
+/* a CPU device gets the row for its SIMD width: AVX-512 (16 floats) the
+ * cpu-avx512 row, narrower ones (AVX2 here) the cpu row, whose register
+ * tile fits 16 registers */
+static void test_table_row(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    const char *env = getenv("CLTRAIN_GEMM");
+    if (!g_cl.is_cpu || (env && *env)) skip();
+    cl_uint vec = 0;
+    clGetDeviceInfo(g_cl.device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec, NULL);
+    assert_string_equal(g_gemm.def_from, vec >= 16 ? "cpu-avx512" : "cpu");
+    /* TM x NV float16 accumulators are 2*TM*NV ymm registers: at most 14 of AVX2's 16, so B and A's broadcast fit */
+    if (vec < 16) assert_true(g_gemm.def.variant == CT_GEMM_REG && 2 * g_gemm.def.p[0] * g_gemm.def.p[1] <= 14);
+}
+
 static int setup(void **state) {
     ct_test_open(state);
     if (!g_have_cl) return 0;
@@ -157,6 +172,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_table_row),
         cmocka_unit_test(test_native_small),
         cmocka_unit_test(test_native_alpha_beta_bias_relu),
         cmocka_unit_test(test_native_split_k),

@@ -8,9 +8,12 @@
 #     PyTorch user would apply (MALLOC_MMAP_THRESHOLD_ and friends, below),
 #     and the faster of the two is the figure compared against.
 # For each model: cltrain, PyTorch stock, PyTorch tuned, cltrain again; the
-# mean of the two cltrain runs is reported, so drift on a shared machine shows.
+# mean of the two cltrain runs is reported, so drift on a shared machine shows,
+# and beside the ratio of means the ratio of the fastest single steps (the
+# best of each side's runs), which other jobs on the machine shift less.
 # Called by `make bench`; does nothing (exit 0) when PyTorch is not installed.
-# PYTORCH_MODELS (default "mnist-cnn cifar-cnn") and PYTORCH_THREADS (2) override.
+# PYTORCH_MODELS (default "mnist-cnn cifar-cnn"), PYTORCH_THREADS (2) and
+# PYTORCH_STEPS (30 for mnist-cnn, 10 otherwise) override.
 set -euo pipefail
 
 build=${1:?usage: tools/bench-pytorch.sh BUILD}
@@ -51,35 +54,41 @@ elif [[ $rc != 0 ]]; then
     exit 1
 fi
 
+# each prints "MEAN FASTEST": images/s over the timed steps and of the fastest step
 run_cltrain() { # MODEL STEPS
     local out
-    out=$("$build/cltrain" bench train --model "$1" --batch-size "$batch" --steps "$2") ||
+    out=$(CLTRAIN_BENCH_STARTUP=0 "$build/cltrain" bench train --model "$1" --batch-size "$batch" --steps "$2") ||
         { echo "bench-pytorch: $build/cltrain bench train --model $1 failed" >&2; exit 1; }
-    field 'steady-state images/s:' "cltrain bench train --model $1" "$out"
+    echo "$(field 'steady-state images/s:' "cltrain bench train --model $1" "$out") $(field 'fastest-step images/s:' "cltrain bench train --model $1" "$out")"
 }
 run_pytorch() { # MODEL STEPS [ENV...]
     local model=$1 steps=$2 out
     shift 2
     out=$(env "$@" "$py" "$here/pytorch_bench.py" --model "$model" --batch "$batch" --steps "$steps" --threads "$threads") ||
         { echo "bench-pytorch: pytorch_bench.py --model $model failed" >&2; exit 1; }
-    field 'pytorch images/s:' "pytorch_bench.py --model $model" "$out"
+    echo "$(field 'pytorch images/s:' "pytorch_bench.py --model $model" "$out") $(field 'pytorch fastest-step images/s:' "pytorch_bench.py --model $model" "$out")"
 }
 
 echo "cltrain vs PyTorch, training at batch $batch ($(date -u '+%Y-%m-%d %H:%M UTC'), nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "  PyTorch $("$py" -c 'import torch; print(torch.__version__)'), $threads threads, BLAS: $blas"
 for model in $models; do
     case $model in mnist-cnn) steps=30 ;; *) steps=10 ;; esac
+    steps=${PYTORCH_STEPS:-$steps}
     c1=$(run_cltrain "$model" "$steps")
     ps=$(run_pytorch "$model" "$steps")
     pt=$(run_pytorch "$model" "$steps" "${tuned_malloc[@]}")
     c2=$(run_cltrain "$model" "$steps")
-    awk -v m="$model" -v s="$steps" -v c1="$c1" -v c2="$c2" -v ps="$ps" -v pt="$pt" 'BEGIN {
+    read -r c1 c1f <<<"$c1"; read -r c2 c2f <<<"$c2"; read -r ps psf <<<"$ps"; read -r pt ptf <<<"$pt"
+    awk -v m="$model" -v s="$steps" -v c1="$c1" -v c2="$c2" -v ps="$ps" -v pt="$pt" \
+        -v c1f="$c1f" -v c2f="$c2f" -v psf="$psf" -v ptf="$ptf" 'BEGIN {
         c = (c1 + c2) / 2; p = ps > pt ? ps : pt
+        cf = c1f > c2f ? c1f : c2f; pf = psf > ptf ? psf : ptf
         printf "  %s, %d timed steps each\n", m, s
         printf "    %-44s %10.1f  (runs: %.1f before, %.1f after PyTorch)\n", "cltrain images/s (mean of 2 runs)", c, c1, c2
         printf "    %-44s %10.1f\n", "PyTorch images/s, stock malloc", ps
         printf "    %-44s %10.1f\n", "PyTorch images/s, tuned malloc", pt
         printf "    %-44s %10.2f  (against the faster PyTorch, %s)\n", "ratio cltrain/PyTorch", (p > 0 ? c / p : 0), (ps > pt ? "stock" : "tuned")
+        printf "    %-44s %10.2f  (cltrain %.1f, PyTorch %.1f images/s; best single steps of all runs)\n", "ratio of the fastest steps", (pf > 0 ? cf / pf : 0), cf, pf
     }'
 done
 echo "  tuned malloc: ${tuned_malloc[*]}"

@@ -6,7 +6,8 @@
 
 Prints `pytorch blas: KIND PATH`, then `pytorch images/s: <float>` for
 --steps timed Adam steps after 3 warm-up steps on random in-memory batches
-(as `cltrain bench train` does). Exits 3, after the blas line, when PyTorch
+(as `cltrain bench train` does), and `pytorch fastest-step images/s:` for
+the fastest of those steps. Exits 3, after the blas line, when PyTorch
 runs on the reference BLAS: such a figure says nothing about PyTorch at its
 best. Used by tools/bench-pytorch.sh. Run with Debian's /usr/bin/python3.
 """
@@ -36,8 +37,9 @@ def main():
         return 0
     if a.batch < 1 or a.steps < 1 or a.threads < 1:
         ap.error("--batch, --steps and --threads must be at least 1")
-    ips = common.bench(a.model, a.batch, a.steps, a.threads)
+    ips, best = common.bench(a.model, a.batch, a.steps, a.threads)
     print(f"pytorch images/s: {ips:.1f}")
+    print(f"pytorch fastest-step images/s: {best:.1f}")
     malloc = os.environ.get("MALLOC_MMAP_THRESHOLD_") is not None
     print(f"pytorch bench: {a.model}, {a.steps} steps of batch {a.batch}, {torch.get_num_threads()} threads, "
           f"torch {torch.__version__}, malloc {'tuned' if malloc else 'stock'}")

@@ -24,12 +24,15 @@ enum { CT_GEMM_MAX_PROGS = 24, CT_GEMM_MAX_SHAPES = 256 };
  * chunk, a launch argument (not a build option). */
 typedef struct ct_gemm_cfg { int variant; int p[6]; int kchunk; } ct_gemm_cfg;
 
-/* A row of the shipped table: device type (CL_DEVICE_TYPE_*, 0 = any) and a
- * vendor substring (NULL = any) select the row; the first match wins. */
+/* A row of the shipped table: device type (CL_DEVICE_TYPE_*, 0 = any), a
+ * vendor substring (NULL = any) and the least native float vector width
+ * (CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: 8 for AVX2, 16 for AVX-512; 0 = any)
+ * select the row; the first match wins. */
 typedef struct ct_gemm_default {
     const char *cls;
     unsigned long type;
     const char *vendor;
+    int min_vec;
     ct_gemm_cfg cfg;
 } ct_gemm_default;
 extern const ct_gemm_default ct_gemm_defaults[];

@@ -17,11 +17,13 @@ static double step_time(ct_model *m, ct_opt *opt, int B, int k) {
     return (ct_now() - t0) / k;
 }
 
-/* defaults against tuned choices, interleaved: best of up to 3 rounds (at least 1, more while before `until`) */
+/* defaults against tuned choices, interleaved: best of up to 3 rounds (at least 1, more while one more ends before `until`) */
 static int compare_steps(ct_model *m, ct_opt *opt, int B, int k, double until, double *t_def, double *t_tuned) {
     *t_def = *t_tuned = 1e30;
     int r = 0;
-    for (; r < 3 && (r == 0 || ct_now() < until); r++) {
+    double t_round = 0;
+    for (; r < 3 && (r == 0 || ct_now() + t_round < until); r++) {
+        double r0 = ct_now();
         for (int use = 0; use < 2; use++) {
             m->gemm.use_choices = use;
             cli_bench_step(m, opt, B); /* first launches of a new shape compile on PoCL */
@@ -29,6 +31,7 @@ static int compare_steps(ct_model *m, ct_opt *opt, int B, int k, double until, d
             double *best = use ? t_tuned : t_def;
             if (t < *best) *best = t;
         }
+        t_round = ct_now() - r0;
     }
     m->gemm.use_choices = 1;
     return r;
@@ -105,7 +108,9 @@ int cmd_tune(int argc, char **argv) {
     double t_step = step_time(&m, &opt, B, 1);
     m.gemm.use_choices = 1;
     int k = t_step > 0.5 ? 1 : t_step > 0.05 ? 3 : 10;
-    double reserve = 6 * (k + 1) * t_step * 1.5, left = budget - (ct_now() - t0) - reserve;
+    /* the comparison's first round (defaults, then tuned: k + 1 steps each, and PoCL compiling
+     * the work-group sizes of the tuned shapes) must fit; more rounds only while time is left */
+    double reserve = 2 * (k + 1) * t_step * 1.6, left = budget - (ct_now() - t0) - reserve;
     if (left < 1) left = 1;
     ct_gemm_tune(&m.gemm, left, stdout);
     double t_def, t_tuned;

@@ -1,6 +1,7 @@
 /* nn/gemm_defaults.c: the shipped GEMM choice per device class, and the
  * candidates `cltrain tune` searches. One table each, read top to bottom;
- * the first row whose device type and vendor match is used (ct_gemm_init).
+ * the first row whose device type, vendor and vector width match is used
+ * (ct_gemm_init).
  * A tuning database (`cltrain tune`) overrides these per shape, and
  * CLTRAIN_GEMM overrides both. Every candidate below is tested against the
  * float64 reference on PoCL by tests/test_gemm.c. */
@@ -9,22 +10,29 @@
 #define REG(tm, nv, kc) {CT_GEMM_REG, {tm, nv, 0, 0, 0, 0}, kc}
 #define LOCAL(tsm, tsn, tsk, wptm, wptn, vw, kc) {CT_GEMM_LOCAL, {tsm, tsn, tsk, wptm, wptn, vw}, kc}
 
+/* The register kernel keeps TM x NV float16 accumulators in registers: TM*NV
+ * zmm registers with AVX-512 (32 of them), twice as many ymm halves with AVX2
+ * (16 of them). So TM=6 NV=2 fits AVX-512 but spills on AVX2, where TM=6
+ * NV=1 is the classic 6x16 micro-kernel (12 accumulators, 2 for B, 1 for
+ * the broadcast A), checked in PoCL's generated code. */
 const ct_gemm_default ct_gemm_defaults[] = {
-    /* class     device type          vendor contains            variant and parameters      where the figure comes from */
-    {"cpu",      CL_DEVICE_TYPE_CPU, NULL,                     REG(6, 2, 512)},               /* PoCL, 2 cores: bench kernels */
-    {"nvidia",   CL_DEVICE_TYPE_GPU, "NVIDIA",                 LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate (16x16 work-items, 4x4 each); H200: split 128 beat 512 */
-    {"amd",      CL_DEVICE_TYPE_GPU, "Advanced Micro Devices", LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate, not measured */
-    {"amd",      CL_DEVICE_TYPE_GPU, "AMD",                    LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate, not measured */
-    {"intel",    CL_DEVICE_TYPE_GPU, "Intel",                  LOCAL(32, 32, 16, 4, 4, 4, 128)}, /* estimate: smaller work-groups */
-    {"fallback", 0,                  NULL,                     REG(4, 1, 128)},               /* any other device: the old GPU row */
-    {NULL, 0, NULL, REG(0, 0, 0)},
+    /* class       device type          vendor contains    min vector  variant and parameters      where the figure comes from */
+    {"cpu-avx512", CL_DEVICE_TYPE_CPU, NULL,                     16, REG(6, 2, 512)},               /* PoCL, 2 cores, Intel Xeon (Skylake): bench kernels */
+    {"cpu",        CL_DEVICE_TYPE_CPU, NULL,                     0,  REG(6, 1, 512)},               /* PoCL, 2 cores, AMD EPYC (AVX2): cltrain tune, BENCHMARKS.md */
+    {"nvidia",     CL_DEVICE_TYPE_GPU, "NVIDIA",                 0,  LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate (16x16 work-items, 4x4 each); H200: split 128 beat 512 */
+    {"amd",        CL_DEVICE_TYPE_GPU, "Advanced Micro Devices", 0,  LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate, not measured */
+    {"amd",        CL_DEVICE_TYPE_GPU, "AMD",                    0,  LOCAL(64, 64, 16, 4, 4, 4, 128)}, /* estimate, not measured */
+    {"intel",      CL_DEVICE_TYPE_GPU, "Intel",                  0,  LOCAL(32, 32, 16, 4, 4, 4, 128)}, /* estimate: smaller work-groups */
+    {"fallback",   0,                  NULL,                     0,  REG(4, 1, 128)},               /* any other device: the old GPU row */
+    {NULL, 0, NULL, 0, REG(0, 0, 0)},
 };
 
 /* The search space of `cltrain tune`. Split-K chunks are tried separately
  * (ct_gemm_kchunks) on shapes that split; the kchunk here is the one used
  * on shapes that do not. */
 const ct_gemm_cfg ct_gemm_candidates[] = {
-    REG(6, 2, 512), REG(4, 2, 512), REG(8, 2, 512), REG(8, 1, 512), REG(4, 1, 128),
+    REG(6, 1, 512), REG(5, 1, 512), REG(4, 1, 128),  /* fit AVX2's 16 registers */
+    REG(6, 2, 512), REG(4, 2, 512), REG(8, 2, 512), REG(8, 1, 512), /* fit AVX-512's 32 */
     LOCAL(64, 64, 16, 4, 4, 4, 128),   /* 256 work-items */
     LOCAL(128, 128, 16, 8, 8, 4, 128), /* 256 work-items, 32 KiB of local memory */
     LOCAL(128, 64, 16, 8, 4, 4, 128),  /* 256 work-items */

@@ -231,8 +231,9 @@ static int validate(ct_gemm *g, tune_shape *t, int prog, int kchunk, char *why, 
     return 0;
 }
 
-/* best of up to 3 timed runs, fewer when past `until` */
-static double time_cfg(ct_gemm *g, tune_shape *t, int prog, int kchunk, double until) {
+/* best of up to 3 timed runs, fewer when past `until` or when the first is
+ * already over 1.25x `beat` (the best so far: a clear loser is not worth two more) */
+static double time_cfg(ct_gemm *g, tune_shape *t, int prog, int kchunk, double until, double beat) {
     double best = 1e30;
     for (int r = 0; r < 3; r++) {
         ct_cl_finish(g->cl);
@@ -241,7 +242,7 @@ static double time_cfg(ct_gemm *g, tune_shape *t, int prog, int kchunk, double u
         ct_cl_finish(g->cl);
         double dt = ct_now() - t0;
         if (dt < best) best = dt;
-        if (ct_now() > until) break;
+        if (ct_now() > until || best > 1.25 * beat) break;
     }
     return best;
 }
@@ -291,7 +292,9 @@ static void search_shape(ct_gemm *g, tune_shape *t, const ct_gemm_cfg *cand, int
             fprintf(log, "\n  skipped: %s\n", ct_last_error());
             continue;
         }
+        /* the default itself is timed already: the same program with the same split is not a candidate */
         int seen[8], n_seen = 0;
+        if (prog == g->def_prog) seen[n_seen++] = ct_gemm_splits(g, &g->def, t->tA, t->M, t->N, t->K);
         for (int j = -1; j < ct_gemm_n_kchunks && ct_now() < until; j++) {
             ct_gemm_cfg c = cand[i];
             if (j >= 0) c.kchunk = ct_gemm_kchunks[j];
@@ -304,7 +307,7 @@ static void search_shape(ct_gemm *g, tune_shape *t, const ct_gemm_cfg *cand, int
                 fprintf(log, "\n  rejected %s: wrong result, %s\n", what, why);
                 break;
             }
-            double dt = time_cfg(g, t, prog, c.kchunk, until);
+            double dt = time_cfg(g, t, prog, c.kchunk, until, best->t);
             if (dt < best->t) *best = (tune_best){prog, c.kchunk, dt};
         }
         fputc('.', log);
@@ -327,7 +330,7 @@ static int tune_one(ct_gemm *g, const int *s, const ct_gemm_cfg *cand, int nc, i
     if (validate(g, &t, g->def_prog, g->def.kchunk, why, sizeof why)) {
         fprintf(log, "the default gives a wrong result (%s); not tuned\n", why);
     } else {
-        double t_def = time_cfg(g, &t, g->def_prog, g->def.kchunk, until);
+        double t_def = time_cfg(g, &t, g->def_prog, g->def.kchunk, until, 1e30);
         tune_best best = {g->def_prog, g->def.kchunk, t_def};
         search_shape(g, &t, cand, nc, failed, until, log, &best);
         ct_gemm_cfg c = g->progs[best.prog].cfg;
@@ -373,14 +376,25 @@ int ct_gemm_tune(ct_gemm *g, double budget_s, FILE *log) {
             failed[i] = 1;
             fprintf(log, "  skipped: %s\n", ct_last_error());
         }
+    /* each shape's share of what is left follows its multiply-adds (with a
+     * floor): on a CPU the large conv products take seconds per candidate
+     * while the small dense ones take microseconds */
+    double work[CT_GEMM_MAX_SHAPES], left_work = 0;
+    for (int i = 0; i < n; i++) {
+        const int *s = g->shapes[order[i]];
+        work[i] = (double)s[2] * s[3] * s[4];
+        left_work += work[i];
+    }
     for (int i = 0; i < n; i++) {
         double now = ct_now();
         if (now >= deadline) {
             fprintf(log, "  budget spent: %d shapes keep their current choice\n", n - i);
             break;
         }
+        double share = left_work > 0 ? work[i] / left_work : 1.0 / (n - i), floor = 0.25 / (n - i);
         fprintf(log, "[%2d/%d]", i + 1, n);
-        kept += tune_one(g, g->shapes[order[i]], cand, nc, failed, now + (deadline - now) / (n - i), log);
+        kept += tune_one(g, g->shapes[order[i]], cand, nc, failed, now + (deadline - now) * (share > floor ? share : floor), log);
+        left_work -= work[i];
     }
     fprintf(log, "searched for %.1f s; %d of %d shapes run faster than with the default\n", ct_now() - t0, kept, n);
     return kept;
