@@ -530,9 +530,14 @@ static void png_chunk(FILE *f, const char *type, const uint8_t *data, uint32_t n
 }
 
 /* A w x h 1-bit grey PNG, every pixel white, deflated at level 9: as many
- * pixels per byte as a real PNG gets (the check must let it through).
+ * pixels per byte as a real PNG gets (the check must let it through); with
+ * empty_idat an empty IDAT chunk before the data (legal PNG).
  * Returns the file's size. */
+static size_t write_solid_1bit_png_e(const char *path, uint32_t w, uint32_t h, int empty_idat);
 static size_t write_solid_1bit_png(const char *path, uint32_t w, uint32_t h) {
+    return write_solid_1bit_png_e(path, w, h, 0);
+}
+static size_t write_solid_1bit_png_e(const char *path, uint32_t w, uint32_t h, int empty_idat) {
     size_t row = 1 + (w + 7) / 8, raw_n = row * h;
     uint8_t *raw = malloc(raw_n);
     for (size_t y = 0; y < h; y++) {
@@ -548,6 +553,7 @@ static size_t write_solid_1bit_png(const char *path, uint32_t w, uint32_t h) {
     assert_non_null(f);
     fwrite("\x89PNG\r\n\x1a\n", 1, 8, f);
     png_chunk(f, "IHDR", ihdr, 13);
+    if (empty_idat) png_chunk(f, "IDAT", NULL, 0);
     png_chunk(f, "IDAT", z, (uint32_t)z_n);
     png_chunk(f, "IEND", NULL, 0);
     size_t n = (size_t)ftell(f);
@@ -612,6 +618,45 @@ static void test_decode_bombs(void **state) {
     ct_write_file(p, gif_bomb, sizeof gif_bomb);
     ct_imgdir d;
     expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "b/bomb.gif: not a readable image (declares 12545x4097", NULL);
+}
+
+/* An empty IDAT before the image data is legal PNG; stb would compute NULL +
+ * 0 on it (undefined behaviour, found by the image fuzzer). Such a file is
+ * decoded from a copy without its empty IDATs: same pixels, no UB. */
+static void test_png_empty_idat(void **state) {
+    (void)state;
+    char root[300], p[600], q[600];
+    fresh_dir(root, sizeof root);
+    snprintf(p, sizeof p, "%s/e.png", root);
+    snprintf(q, sizeof q, "%s/plain.png", root);
+    size_t n = write_solid_1bit_png_e(p, 9, 5, 1), n0 = write_solid_1bit_png(q, 9, 5);
+    assert_int_equal(n, n0 + 12);
+    size_t len, len0, m = 0;
+    uint8_t *png = slurp(p, &len), *plain = slurp(q, &len0);
+    uint8_t *c = ct_png_without_empty_idat(png, len, &m);
+    assert_non_null(c);
+    assert_int_equal(m, len0);
+    assert_memory_equal(c, plain, len0);
+    assert_null(ct_png_without_empty_idat(plain, len0, &m));
+    uint8_t out[8 * 8];
+    memset(out, 0, sizeof out);
+    assert_int_equal(ct_image_decode(p, 8, 1, out), 0);
+    for (int i = 0; i < 64; i++) assert_int_equal(out[i], 255);
+    free(c);
+    /* the fuzzer's input: IHDR, an empty IDAT, then garbage: the copy drops
+     * the IDAT and keeps the garbage, which the decoder refuses */
+    static const uint8_t found[] = {
+        0x89, 0x50, 0x4e, 0x47, 0xd, 0xa, 0x1a, 0xa, 0x0, 0x0, 0x0, 0xd, 0x49, 0x48, 0x44, 0x52, 0x0, 0x0, 0x0, 0x2,
+        0x0, 0x0, 0x0, 0x1, 0x8, 0x4, 0x0, 0x0, 0x0, 0x46, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0, 0x49, 0x44, 0x41, 0x54,
+        0x78, 0x9c, 0x47, 0xd, 0xa, 0x1a, 0xa, 0x0, 0x0, 0x0, 0xd, 0x49, 0x48, 0x44, 0x52, 0x0, 0x0, 0x0, 0x2, 0x0,
+        0x0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+    c = ct_png_without_empty_idat(found, sizeof found, &m);
+    assert_non_null(c);
+    assert_int_equal(m, sizeof found - 12);
+    assert_int_equal(ct_image_decode_mem(found, sizeof found, "found.png", 8, 1, out), CT_EINPUT);
+    free(c);
+    free(png);
+    free(plain);
 }
 
 /* The scan names each of them (and a symlink loop) as skipped, and --strict says why. */
@@ -1088,6 +1133,7 @@ int main(void) {
         cmocka_unit_test(test_decode_damaged),
         cmocka_unit_test(test_scan_damaged),
         cmocka_unit_test(test_decode_bombs),
+        cmocka_unit_test(test_png_empty_idat),
         cmocka_unit_test(test_source_substitution),
         cmocka_unit_test(test_shard_round_trip),
         cmocka_unit_test(test_shard_damage),

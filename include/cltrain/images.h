@@ -94,6 +94,10 @@ int ct_image_format(const uint8_t *buf, size_t len);
  * tables within 256 codes and their segment. 1 when it passes, else 0 with
  * *why a static reason. Reads only buf[0..len). */
 int ct_image_header_check(const uint8_t *buf, size_t len, int fmt, const char **why);
+/* A malloc'd copy of the PNG buf without its empty IDAT chunks, its length
+ * in *out_len (stb would compute NULL + 0 on one before the image data);
+ * NULL when it has none (or buf is no PNG, or no memory). */
+uint8_t *ct_png_without_empty_idat(const uint8_t *buf, size_t len, size_t *out_len);
 
 /* A ct_source over one split: load(index) decodes file `index` and writes
  * x / 255 as h*w*c floats (HWC) and its label; rng is not used.

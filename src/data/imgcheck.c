@@ -8,10 +8,14 @@
  * tables on those). Decompression bombs: more than CT_IMAGE_MAX_PIXELS, or a
  * GIF or PNG declaring more pixels than its compression can carry in the
  * file (a 104-byte GIF declaring 12545x4097 took stb over 10 s and 200 MB).
- * No decoding, no allocation: bounded by the buffer.
+ * No decoding, no allocation: bounded by the buffer. ct_png_without_empty_idat
+ * copies a PNG without its empty IDAT chunks (legal, but stb computes NULL +
+ * 0 on one before the first data: undefined behaviour UBSan reports); the
+ * decoder uses the copy when there is one.
  * Tested by tests/test_images.c (each case) and tests/fuzz/fuzz_image.c. */
 #include "cltrain/images.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define STR_(x) #x
@@ -162,6 +166,39 @@ static int jpeg_check(const uint8_t *b, size_t n, const char **why) {
         i += 2 + L;
     }
     return 1; /* a missing end is the decoder's to report */
+}
+
+/* Copies chunks from offset 8 without the empty IDATs (when c is not NULL);
+ * returns how many it dropped. A chunk that runs past the end, and anything
+ * after IEND, is copied as it is (the decoder reports it). *o: bytes written. */
+static int png_drop_empty_idat(const uint8_t *b, size_t n, uint8_t *c, size_t *o) {
+    int dropped = 0;
+    size_t i = 8;
+    *o = 8;
+    if (c) memcpy(c, b, 8);
+    while (i + 12 <= n) {
+        uint64_t len = 12 + (uint64_t)be32(b + i);
+        int idat = !memcmp(b + i + 4, "IDAT", 4), end = !memcmp(b + i + 4, "IEND", 4);
+        if (i + len > n) break;
+        if (idat && len == 12) dropped++;
+        else {
+            if (c) memcpy(c + *o, b + i, (size_t)len);
+            *o += (size_t)len;
+        }
+        i += (size_t)len;
+        if (end) break;
+    }
+    if (c) memcpy(c + *o, b + i, n - i);
+    *o += n - i;
+    return dropped;
+}
+
+uint8_t *ct_png_without_empty_idat(const uint8_t *b, size_t n, size_t *m) {
+    size_t o;
+    if (ct_image_format(b, n) != CT_IMG_PNG || !png_drop_empty_idat(b, n, NULL, &o)) return NULL;
+    uint8_t *c = malloc(n);
+    if (c) png_drop_empty_idat(b, n, c, m);
+    return c;
 }
 
 int ct_image_header_check(const uint8_t *b, size_t n, int fmt, const char **why) {
