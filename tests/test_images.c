@@ -655,6 +655,15 @@ static void test_png_empty_idat(void **state) {
     assert_int_equal(m, sizeof found - 12);
     assert_int_equal(ct_image_decode_mem(found, sizeof found, "found.png", 8, 1, out), CT_EINPUT);
     free(c);
+    /* and one ending in an empty IDAT whose CRC is cut (stb acts on it without the CRC) */
+    static const uint8_t cut[] = {0x89, 0x50, 0x4e, 0x47, 0xd, 0xa, 0x1a, 0xa, 0x0, 0x0, 0x0, 0xd, 0x49, 0x48,
+                                  0x44, 0x52, 0x0, 0x0, 0x0, 0x2, 0x0, 0x0, 0x0, 0x1, 0x8, 0x4, 0x0, 0x0,
+                                  0x0, 0x5e, 0x2b, 0xb7, 0x1, 0x0, 0x0, 0x0, 0x0, 0x49, 0x44, 0x41, 0x54, 0x42, 0x60, 0x82};
+    c = ct_png_without_empty_idat(cut, sizeof cut, &m);
+    assert_non_null(c);
+    assert_int_equal(m, sizeof cut - 11);
+    assert_int_equal(ct_image_decode_mem(cut, sizeof cut, "cut.png", 8, 1, out), CT_EINPUT);
+    free(c);
     free(png);
     free(plain);
 }

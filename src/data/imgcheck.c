@@ -169,22 +169,25 @@ static int jpeg_check(const uint8_t *b, size_t n, const char **why) {
 }
 
 /* Copies chunks from offset 8 without the empty IDATs (when c is not NULL);
- * returns how many it dropped. A chunk that runs past the end, and anything
- * after IEND, is copied as it is (the decoder reports it). *o: bytes written. */
+ * returns how many it dropped. A chunk that runs past the end (an empty IDAT
+ * whose CRC is cut is still dropped), and anything after IEND, is copied as
+ * it is (the decoder reports it). *o: bytes written. */
 static int png_drop_empty_idat(const uint8_t *b, size_t n, uint8_t *c, size_t *o) {
     int dropped = 0;
     size_t i = 8;
     *o = 8;
     if (c) memcpy(c, b, 8);
-    while (i + 12 <= n) {
+    while (i + 8 <= n) {
         uint64_t len = 12 + (uint64_t)be32(b + i);
         int idat = !memcmp(b + i + 4, "IDAT", 4), end = !memcmp(b + i + 4, "IEND", 4);
-        if (i + len > n) break;
-        if (idat && len == 12) dropped++;
-        else {
-            if (c) memcpy(c + *o, b + i, (size_t)len);
-            *o += (size_t)len;
+        if (idat && len == 12) { /* stb acts on an empty IDAT before reading its CRC: drop it even when that is cut */
+            dropped++;
+            i += n - i < 12 ? n - i : 12;
+            continue;
         }
+        if (i + len > n) break;
+        if (c) memcpy(c + *o, b + i, (size_t)len);
+        *o += (size_t)len;
         i += (size_t)len;
         if (end) break;
     }
