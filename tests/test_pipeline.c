@@ -15,7 +15,7 @@ typedef struct { int h, w, fail_at; } fake_ctx;
 /* sample i: values from i and from the augmentation random numbers */
 static int fake_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *rng) {
     fake_ctx *c = ctx;
-    if (index == c->fail_at) return ct_fail(CT_EINPUT, "fake.bin: record %d is corrupt", index);
+    if (index == c->fail_at || c->fail_at == -2) return ct_fail(CT_EINPUT, "fake.bin: record %d is corrupt", index);
     for (int k = 0; k < c->h * c->w; k++) dst[k] = (float)index + ct_rng_uniform(rng);
     *label = index % 7;
     return 0;
@@ -93,6 +93,27 @@ static void test_bad_record_stops(void **state) {
     alarm(0);
 }
 
+/* Every producer fails on its first record at once: the consumer must get the
+ * first error's whole message even when a second producer closes the ring while
+ * the first is still writing it (a data race ThreadSanitizer caught in CI). */
+static void test_all_producers_fail(void **state) {
+    (void)state;
+    alarm(30);
+    for (int round = 0; round < 50; round++) {
+        fake_ctx fc = {3, 5, -2};
+        ct_source src = {.n = 64, .h = 3, .w = 5, .c = 1, .n_classes = 7, .ctx = &fc, .load = fake_load};
+        ct_pipeline_opts o = {.producers = 8, .batch = 4, .seed = (uint64_t)round, .n = 64, .total_batches = 16};
+        ct_pipeline p;
+        assert_int_equal(ct_pipeline_start(&p, &src, &o, NULL), 0);
+        ct_slot *s;
+        assert_int_equal(ct_pipeline_next(&p, &s), CT_EINPUT);
+        assert_non_null(strstr(ct_last_error(), "fake.bin: record "));
+        assert_non_null(strstr(ct_last_error(), " is corrupt"));
+        ct_pipeline_stop(&p);
+    }
+    alarm(0);
+}
+
 static void test_stop_early(void **state) {
     (void)state;
     alarm(30);
@@ -152,6 +173,7 @@ int main(void) {
         cmocka_unit_test(test_order_any_producer_count),
         cmocka_unit_test(test_epoch_order_is_permutation),
         cmocka_unit_test(test_bad_record_stops),
+        cmocka_unit_test(test_all_producers_fail),
         cmocka_unit_test(test_stop_early),
         cmocka_unit_test(test_weights_identical_across_modes),
     };

@@ -56,7 +56,8 @@ typedef struct ct_pipeline {
     int64_t next_seq;
     pthread_t *threads;
     int started;
-    _Atomic int failed;        /* first producer error code, 0 if none */
+    _Atomic int failing;       /* 1 once a producer has claimed the right to write error[] */
+    _Atomic int failed;        /* first producer error code, 0 if none; set after error[] is written */
     char error[1024];
     _Atomic int64_t busy_ns;
     _Atomic long produced;

@@ -8,6 +8,7 @@
  * Depends on ring.h, cl.h (pinned buffers; works without a device too).
  * Tested by tests/test_pipeline.c. */
 #include "cltrain/pipeline.h"
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -72,10 +73,18 @@ int ct_batch_fill(const ct_source *src, uint64_t seed, int n, int batch, int64_t
 
 typedef struct { ct_pipeline *p; int id; } worker_arg;
 
+/* The first failing producer writes error[] and then publishes its code; every
+ * producer closes the ready ring only after a code is published, so a consumer
+ * that sees the ring closed reads a finished message (it was read half-written
+ * when a second producer's close overtook the first one's snprintf). */
 static void record_error(ct_pipeline *p, int code) {
     int expected = 0;
-    if (atomic_compare_exchange_strong_explicit(&p->failed, &expected, code, memory_order_acq_rel, memory_order_acquire))
+    if (atomic_compare_exchange_strong_explicit(&p->failing, &expected, 1, memory_order_acq_rel, memory_order_acquire)) {
         snprintf(p->error, sizeof p->error, "%s", ct_last_error());
+        atomic_store_explicit(&p->failed, code, memory_order_release);
+    } else {
+        while (!atomic_load_explicit(&p->failed, memory_order_acquire)) sched_yield();
+    }
     ct_mpsc_close(p->ready);
 }
 
