@@ -122,6 +122,26 @@ static const char *cfg =
     "[net]\nheight=9\nwidth=9\nchannels=2\nclasses=3\n[conv]\nfilters=3\nsize=1\n[conv]\nfilters=5\nsize=3\nstride=2\npad=1\n"
     "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n";
 
+/* Layer 1's backward with the shortcut (layer 2, from layer 0) cut off and then
+ * routed: own gets layer 1's gradient of layer 0's output plus the shortcut's
+ * reference share ds, both what the device wrote with the share added.
+ * Returns how many of the ns values get a share. */
+static int routed_share(ct_model *m, int b, const float *ds, size_t ns, float *own, float *both) {
+    ct_layer *L = &m->layers[2], *L1 = &m->layers[1];
+    L->from = -2;
+    ct_layer_backward(m, 1, b);
+    ct_cl_read(&g_cl, L1->dx, 0, ns * 4, own);
+    L->from = 0;
+    ct_layer_backward(m, 1, b);
+    ct_cl_read(&g_cl, L1->dx, 0, ns * 4, both);
+    int shared = 0;
+    for (size_t i = 0; i < ns; i++) {
+        shared += ds[i] != 0;
+        own[i] += ds[i];
+    }
+    return shared;
+}
+
 static void test_device(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -157,17 +177,7 @@ static void test_device(void **state) {
     ref_shortcut_backward(da, ds, dy, want, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, 2, 1);
     assert_true(ct_compare("shortcut backward (its input)", got, da, na, 0, 0));
     /* layer 1's backward writes the gradient of layer 0's output; the shortcut adds its share */
-    L->from = -2;
-    ct_layer_backward(&m, 1, b);
-    ct_cl_read(&g_cl, L1->dx, 0, ns * 4, own);
-    L->from = 0;
-    ct_layer_backward(&m, 1, b);
-    ct_cl_read(&g_cl, L1->dx, 0, ns * 4, both);
-    int shared = 0;
-    for (size_t i = 0; i < ns; i++) {
-        shared += ds[i] != 0;
-        own[i] += ds[i];
-    }
+    int shared = routed_share(&m, b, ds, ns, own, both);
     fprintf(stderr, "# %d of %zu gradient values of layer 0's output get a share from the shortcut\n", shared, ns);
     assert_true(shared > 0 && (size_t)shared < ns);
     assert_true(ct_compare("gradient into layer 0 (conv's own + shortcut's)", both, own, ns, 1e-6, 1e-7));
@@ -234,17 +244,7 @@ static void check_projection(const char *text, int want_stride, int act) {
     assert_true(ct_compare("projection weight gradient", gw, dw, L->n_w, 1e-4, 1e-5));
     assert_true(ct_compare("projection bias gradient", gw + L->n_w, db, L->n_b, 1e-4, 1e-5));
     /* layer 1's backward writes the gradient of layer 0's output; the projection adds dy W^T at the sampled pixels */
-    L->from = -2;
-    ct_layer_backward(&m, 1, b);
-    ct_cl_read(&g_cl, L1->dx, 0, ns * 4, own);
-    L->from = 0;
-    ct_layer_backward(&m, 1, b);
-    ct_cl_read(&g_cl, L1->dx, 0, ns * 4, both);
-    int shared = 0;
-    for (size_t i = 0; i < ns; i++) {
-        shared += ds[i] != 0;
-        own[i] += ds[i];
-    }
+    int shared = routed_share(&m, b, ds, ns, own, both);
     fprintf(stderr, "# stride %d: %d of %zu gradient values of layer 0's output get a share from the projection\n",
             want_stride, shared, ns);
     assert_true(shared > 0 && (want_stride == 1 ? (size_t)shared == ns : (size_t)shared < ns));

@@ -434,7 +434,7 @@ int ct_image_decode_mem(const uint8_t *buf, size_t len, const char *path, int si
     } else {
         size_t clen = 0;
         uint8_t *clean = fmt == CT_IMG_PNG ? ct_png_without_empty_idat(buf, len, &clen) : NULL;
-        px = clean ? stbi_load_from_memory(clean, (int)clen, &w, &h, &n, 0) : stbi_load_from_memory(buf, (int)len, &w, &h, &n, 0);
+        px = stbi_load_from_memory(clean ? clean : buf, (int)(clean ? clen : len), &w, &h, &n, 0);
         free(clean);
         why = px ? NULL : stbi_failure_reason();
         oom = why && !strcmp(why, "outofmem");
