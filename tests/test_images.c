@@ -101,7 +101,9 @@ static void make_class(const char *root, const char *cls, int c, int n) {
     }
 }
 
-/* A PNG of noise cut to half its size: its header passes stbi_info, the decode fails. */
+/* A PNG of noise cut to half its size, its IDAT's length cut to match (so
+ * every chunk fits in the file): the header check and stbi_info pass, the
+ * decode fails. */
 static void write_truncated_png(const char *path) {
     uint8_t buf[32 * 32 * 3];
     ct_rng r = ct_rng_make(5, 6, 7);
@@ -109,7 +111,19 @@ static void write_truncated_png(const char *path) {
     write_image(path, F_PNG, 32, 32, 3, buf);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
-    assert_int_equal(truncate(path, st.st_size / 2), 0);
+    size_t n = (size_t)st.st_size / 2, idat = 8 + 25; /* signature, IHDR chunk */
+    assert_int_equal(truncate(path, (off_t)n), 0);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    uint8_t hd[8];
+    assert_int_equal(fseek(f, (long)idat, SEEK_SET), 0);
+    assert_int_equal(fread(hd, 1, 8, f), 8);
+    assert_memory_equal(hd + 4, "IDAT", 4);
+    uint32_t len = (uint32_t)(n - idat - 12);
+    uint8_t be[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
+    assert_int_equal(fseek(f, (long)idat, SEEK_SET), 0);
+    assert_int_equal(fwrite(be, 1, 4, f), 4);
+    fclose(f);
 }
 
 static void expect_msg(int rc, int want, const char *w1, const char *w2) {
@@ -668,6 +682,47 @@ static void test_png_empty_idat(void **state) {
     free(plain);
 }
 
+/* A PNG chunk longer than the file (the scan fuzzer's 114-byte input begins
+ * so: a 2x1 IHDR, then an IDAT declaring 1,869,968,397 bytes, for which stb
+ * reserved 2 GiB) is refused by the header check, so the scan skips it and
+ * decoding says truncated; so is a PNG merely cut short. */
+static void test_png_chunk_past_end(void **state) {
+    (void)state;
+    static const uint8_t big[] = {0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48,
+                                  0x44, 0x52, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0x08, 0x04, 0x00, 0x00,
+                                  0x00, 0x5e, 0x2b, 0xb7, 0x01, 0x6f, 0x75, 0x74, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78,
+                                  0x9c, 0x00, 0x00, 0x00, 0xca, 0xf1};
+    const char *why = NULL;
+    assert_int_equal(ct_image_header_check(big, sizeof big, CT_IMG_PNG, &why), 0);
+    print_message("# %s\n", why);
+    assert_non_null(strstr(why, "truncated: a chunk at byte 33 declares 1869968397 bytes"));
+    uint8_t out[8 * 8 * 3];
+    expect_msg(ct_image_decode_mem(big, sizeof big, "big.png", 8, 3, out), CT_EINPUT, "big.png: truncated", NULL);
+    /* a PNG cut to half its size, chunk lengths as they were */
+    char root[300], p[600];
+    fresh_dir(root, sizeof root);
+    make_class(root, "a", 0, 2);
+    make_class(root, "b", 1, 2);
+    uint8_t noise[16 * 16 * 3];
+    ct_rng r = ct_rng_make(8, 9, 10);
+    for (size_t i = 0; i < sizeof noise; i++) noise[i] = (uint8_t)ct_rng_next(&r);
+    snprintf(p, sizeof p, "%s/b/cut.png", root);
+    write_image(p, F_PNG, 16, 16, 3, noise);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(truncate(p, st.st_size / 2), 0);
+    snprintf(p, sizeof p, "%s/a/big.png", root);
+    ct_write_file(p, big, sizeof big);
+    ct_imgdir d;
+    assert_int_equal(ct_imgdir_scan(&d, root, 0, 1, 0), 0);
+    assert_int_equal(d.skipped, 2);
+    assert_int_equal(d.split[0].n, 4);
+    ct_imgdir_free(&d);
+    expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "a/big.png: not a readable image (truncated: a chunk", NULL);
+    unlink(p);
+    expect_msg(ct_imgdir_scan(&d, root, 0, 1, 1), CT_EINPUT, "b/cut.png: not a readable image (truncated: a chunk", NULL);
+}
+
 /* The scan names each of them (and a symlink loop) as skipped, and --strict says why. */
 static void test_scan_damaged(void **state) {
     (void)state;
@@ -1143,6 +1198,7 @@ int main(void) {
         cmocka_unit_test(test_scan_damaged),
         cmocka_unit_test(test_decode_bombs),
         cmocka_unit_test(test_png_empty_idat),
+        cmocka_unit_test(test_png_chunk_past_end),
         cmocka_unit_test(test_source_substitution),
         cmocka_unit_test(test_shard_round_trip),
         cmocka_unit_test(test_shard_damage),

@@ -7,7 +7,8 @@
  * exceed 256 or their segment (Debian's stb_image 2.27 writes past its
  * tables on those). Decompression bombs: more than CT_IMAGE_MAX_PIXELS, or a
  * GIF or PNG declaring more pixels than its compression can carry in the
- * file (a 104-byte GIF declaring 12545x4097 took stb over 10 s and 200 MB).
+ * file (a 104-byte GIF declaring 12545x4097 took stb over 10 s and 200 MB),
+ * or a PNG chunk longer than the file.
  * No decoding, no allocation: bounded by the buffer. ct_png_without_empty_idat
  * copies a PNG without its empty IDAT chunks (legal, but stb computes NULL +
  * 0 on one before the first data: undefined behaviour UBSan reports); the
@@ -112,12 +113,32 @@ static int tga_check(const uint8_t *b, size_t n, const char **why) {
     return 1;
 }
 
+/* Every chunk before IEND fits in the file (its length, type, data and CRC):
+ * stb reserves an IDAT's declared length before reading it, so a 114-byte
+ * file declaring a 1.87 GB IDAT made it allocate 2 GiB (found by the scan
+ * fuzzer; under a memory limit that read as "out of memory", not a bad file).
+ * A missing IEND is the decoder's to report. */
+static int png_chunks_fit(const uint8_t *b, size_t n, const char **why) {
+    for (size_t i = 8; i + 8 <= n;) {
+        uint64_t len = be32(b + i);
+        if (!memcmp(b + i + 4, "IEND", 4)) return 1;
+        if (len + 12 > n - i) {
+            snprintf(reason, sizeof reason, "truncated: a chunk at byte %zu declares %llu bytes and a "
+                     "CRC, but only %zu bytes follow its header", i, (unsigned long long)len, n - i - 8);
+            *why = reason;
+            return 0;
+        }
+        i += (size_t)len + 12;
+    }
+    return 1;
+}
+
 /* deflate expands a byte to at most 1032, and a PNG byte holds at most 8
  * pixels (1 bit each) */
 static int png_check(const uint8_t *b, size_t n, const char **why) {
     if (n < 24 || memcmp(b + 12, "IHDR", 4)) { *why = "corrupt PNG (no IHDR first)"; return 0; }
     uint64_t w = be32(b + 16), h = be32(b + 20);
-    return sides(w, h, why) && carried(w, h, n, 8 * 1032, 0, "PNG's", why);
+    return sides(w, h, why) && carried(w, h, n, 8 * 1032, 0, "PNG's", why) && png_chunks_fit(b, n, why);
 }
 
 /* stb decodes a GIF's whole canvas (the logical screen). LZW: a code of b
