@@ -42,11 +42,13 @@ if [[ $rc1 -eq 0 && $rc2 -eq 0 && $d == "relative difference 0.000e+00, max abs 
 else notok "training from the folder and from its shards gives identical weights" "exits $rc1 $rc2: $d" "$(tail -5 "$tmp/o1")" "$(cat "$tmp/pack.out")"; fi
 
 # 2. the fonts are learned (4 epochs of vgg-small at 32x32 on 432 images; rendered
-# glyphs need no augmentation, and with the default crop and flip 4 epochs are too few)
+# glyphs need no augmentation, and with the default crop and flip 4 epochs are too few).
+# 48 images are held out, so one is 2.1 points: seeds 1-5 gave 79.2-87.5% (with
+# im2col convolutions 79.2-85.4%), chance is 25%; the bar sits below that spread.
 "$bin" images "$tmp/shards" --epochs 4 --batch-size 32 --lr 2e-3 --schedule cosine --augment none --checkpoint "$tmp/learned.ckpt" >"$tmp/o2" 2>&1
 acc=$(grep -o "accuracy [0-9.]*%" "$tmp/o2" | tail -1 | tr -dc '0-9.')
-if [[ -n $acc ]] && awk -v a="$acc" 'BEGIN { exit !(a >= 80) }'; then ok "vgg-small learns 4 fonts at 32x32: $acc% held out after 4 epochs"
-else notok "vgg-small learns 4 fonts at 32x32 (want >= 80%)" "accuracy '$acc'" "$(tail -8 "$tmp/o2")"; fi
+if [[ -n $acc ]] && awk -v a="$acc" 'BEGIN { exit !(a >= 75) }'; then ok "vgg-small learns 4 fonts at 32x32: $acc% held out after 4 epochs"
+else notok "vgg-small learns 4 fonts at 32x32 (want >= 75%)" "accuracy '$acc'" "$(tail -8 "$tmp/o2")"; fi
 
 # 3. eval on the folder's held-out split and on the test shards agree
 "$bin" eval "$tmp/learned.ckpt" >"$tmp/o3" 2>&1

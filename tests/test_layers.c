@@ -23,10 +23,13 @@
 
 /* ---------------- helpers ---------------- */
 
+static int g_conv_algo = CT_CONV_IM2COL; /* --conv for the models made here */
+
 static int make_model(ct_model *m, const char *cfg, int batch) {
     int rc = ct_model_parse(m, cfg, "test.cfg");
     if (rc) fprintf(stderr, "# parse: %s\n", ct_last_error());
     assert_int_equal(rc, 0);
+    m->conv_algo = g_conv_algo;
     rc = ct_model_setup(m, &g_cl, batch, CT_GEMM_NATIVE);
     if (rc) fprintf(stderr, "# setup: %s\n", ct_last_error());
     assert_int_equal(rc, 0);
@@ -93,6 +96,9 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     snprintf(tag + n, sizeof tag - (size_t)n, "%s", L->act ? " relu" : "");
     float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
     const float *W = P + L->w_off, *bias = P + L->b_off;
+    if (L->type == CT_L_CONV)
+        assert_int_equal(L->wino, L->k == 3 && L->stride == 1 &&
+                                      (m->conv_algo == CT_CONV_WINOGRAD || (m->conv_algo == CT_CONV_AUTO && L->ic >= 8)));
 
     /* forward */
     dev_poison(L->out, nout);
@@ -192,6 +198,27 @@ static void run_single(const char *cfg, int batch, int B, int layer, uint64_t se
 
 typedef struct conv_case { int batch, B, H, W, C, K, k, s, p, relu; } conv_case;
 
+/* Each case as layer 1 (after an identity [maxpool], so it has a dx) against
+ * the reference; first_layer: also as layer 0 (no dx). Returns how many of
+ * the cases ran as Winograd. */
+static int run_conv_cases(const conv_case *cases, size_t n, uint64_t seed, int first_layer) {
+    int wino = 0;
+    for (size_t c = 0; c < n; c++) {
+        const conv_case *t = &cases[c];
+        char cfg[512];
+        for (int first = 0; first <= first_layer; first++) {
+            snprintf(cfg, sizeof cfg,
+                     "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=2\n%s"
+                     "[conv]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\nactivation=%s\n[dense]\noutputs=2\n[softmax]\n",
+                     t->H, t->W, t->C, first ? "" : "[maxpool]\nsize=1\n", t->K, t->k, t->s, t->p,
+                     t->relu ? "relu" : "linear");
+            run_single(cfg, t->batch, t->B, first ? 0 : 1, seed + c, 1.0f);
+        }
+        wino += g_conv_algo == CT_CONV_WINOGRAD && t->k == 3 && t->s == 1;
+    }
+    return wino;
+}
+
 static void test_conv(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -211,15 +238,50 @@ static void test_conv(void **state) {
         {1, 1, 6, 7, 2, 3, 3, 3, 0, 0},    /* k == s: disjoint windows, the last column unread */
         {1, 1, 8, 8, 3, 4, 2, 3, 1, 1},    /* stride 3 > size 2: inputs no window reads */
     };
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        const conv_case *t = &cases[c];
-        char cfg[512];
-        snprintf(cfg, sizeof cfg,
-                 "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=2\n[maxpool]\nsize=1\n"
-                 "[conv]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\nactivation=%s\n[dense]\noutputs=2\n[softmax]\n",
-                 t->H, t->W, t->C, t->K, t->k, t->s, t->p, t->relu ? "relu" : "linear");
-        run_single(cfg, t->batch, t->B, 1, 100 + c, 1.0f);
-    }
+    run_conv_cases(cases, sizeof cases / sizeof *cases, 100, 0);
+}
+
+/* --conv winograd: the same cases (3x3 stride-1 ones through Winograd, the
+ * others through im2col as before) and Winograd's own: odd sizes whose last
+ * tile is cut, pads 0 and 2, channel counts over a work-group, a partial
+ * batch, and the conv as the first layer. */
+static void test_conv_winograd(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const conv_case cases[] = {
+        /* batch B  H   W   C   K  k  s  p relu */
+        {1, 1, 5, 5, 1, 1, 3, 1, 0, 1},
+        {2, 2, 7, 9, 3, 5, 3, 1, 1, 1},
+        {3, 3, 7, 9, 1, 13, 3, 2, 1, 0},
+        {1, 1, 8, 8, 13, 5, 1, 1, 0, 1},
+        {2, 2, 9, 7, 5, 13, 5, 2, 2, 1},
+        {2, 2, 6, 6, 2, 3, 5, 1, 0, 0},
+        {1, 1, 11, 11, 3, 17, 3, 2, 0, 1},
+        {5, 3, 4, 4, 7, 33, 3, 1, 1, 1},   /* partial batch */
+        {2, 1, 5, 5, 67, 65, 3, 1, 1, 1},  /* more channels than a 64-wide work-group */
+        {2, 2, 7, 5, 16, 5, 3, 2, 1, 1},   /* C a multiple of 16: the float16 im2col/col2im paths */
+        {1, 1, 6, 6, 48, 3, 3, 1, 1, 1},
+        {1, 1, 6, 7, 2, 3, 3, 3, 0, 0},    /* k == s: disjoint windows, the last column unread */
+        {1, 1, 8, 8, 3, 4, 2, 3, 1, 1},    /* stride 3 > size 2: inputs no window reads */
+    };
+    static const conv_case wcases[] = {
+        /* batch B  H   W   C   K  k  s  p relu */
+        {2, 2, 7, 5, 3, 4, 3, 1, 0, 0},
+        {3, 3, 5, 8, 6, 7, 3, 1, 2, 1},
+        {2, 1, 9, 9, 17, 33, 3, 1, 1, 1},
+        {4, 4, 3, 3, 1, 2, 3, 1, 1, 0},    /* one tile, mostly padding */
+        {2, 2, 16, 16, 32, 32, 3, 1, 1, 1},
+        {1, 1, 11, 6, 70, 66, 3, 1, 1, 0},
+    };
+    g_conv_algo = CT_CONV_WINOGRAD;
+    int n = run_conv_cases(cases, sizeof cases / sizeof *cases, 300, 0);
+    n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400, 1);
+    fprintf(stderr, "# %d cases ran as Winograd\n", n);
+    assert_int_equal(n, 5 + 6);
+    /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */
+    g_conv_algo = CT_CONV_AUTO;
+    run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 500, 0);
+    g_conv_algo = CT_CONV_IM2COL;
 }
 
 /* ---------------- maxpool ---------------- */
@@ -643,6 +705,7 @@ static void test_accumulation(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_conv_winograd),
         cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_dense),

@@ -71,6 +71,10 @@ run_pytorch() { # MODEL STEPS [ENV...]
 
 echo "cltrain vs PyTorch, training at batch $batch ($(date -u '+%Y-%m-%d %H:%M UTC'), nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "  PyTorch $("$py" -c 'import torch; print(torch.__version__)'), $threads threads, BLAS: $blas"
+# PyTorch's CPU convolutions run on oneDNN when it is built in (Debian's is), not on the BLAS
+echo "  PyTorch convolutions: $("$py" -c 'import re, torch
+m = re.search(r"MKL-DNN v([0-9.]+)", torch.__config__.show())
+print(("oneDNN (MKL-DNN) " + (m.group(1) if m else "?")) if torch.backends.mkldnn.is_available() else "im2col + BLAS (no oneDNN)")')"
 for model in $models; do
     case $model in mnist-cnn) steps=30 ;; *) steps=10 ;; esac
     steps=${PYTORCH_STEPS:-$steps}

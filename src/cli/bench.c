@@ -56,6 +56,7 @@ int cli_bench_setup(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode) {
     memset(cl, 0, sizeof *cl);
     int rc = load_model(m, o->model, c->data.size, c->data.channels);
     if (!rc) rc = ct_cl_open(cl, o->device);
+    m->conv_algo = o->conv;
     if (!rc) rc = ct_model_setup(m, cl, o->batch, gemm_mode);
     if (rc) {
         ct_model_free(m);
@@ -139,6 +140,12 @@ static int bench_kernels(const cli_opts *c) {
            paths == 1 ? ", CLBlast not timed (CLTRAIN_BENCH_CLBLAST=0)" : "");
     double limit = sgemm_limit();
     printf("%-34s %-4s %10s %9s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "CLBlast ms", "GFLOP/s", "ours/CLB");
+    for (int i = 0; i < m.n_layers; i++)
+        if (m.layers[i].wino) {
+            printf("('wino': a Winograd layer (--conv); its GFLOP/s and limit count the direct convolution's FLOPs,\n"
+                   " 2.25x the multiplies it makes; the CLBlast columns run its 16 GEMMs through CLBlast)\n");
+            break;
+        }
     /* one real step first, so every layer's dy holds real gradients: never-written
      * buffers can hold denormals, which run many times slower on CPUs */
     ct_model_forward(&m, B);
@@ -161,7 +168,8 @@ static int bench_kernels(const cli_opts *c) {
         totf[0] += ff;
         totf[1] += fb;
         char desc[64];
-        snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
+        snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d%s", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh,
+                 L->ow, L->oc, L->wino ? " wino" : "");
         for (int p = 0; p < 2; p++) kernel_row(p ? "" : desc, p ? "bwd" : "fwd", t[0][p], p ? fb : ff, limit, t[1][p]);
     }
     for (int p = 0; p < 2; p++) kernel_row(p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p], totf[p], limit, tot[1][p]);
@@ -255,8 +263,11 @@ static int bench_train(const cli_opts *c, int steps) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double cpu = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
     double ips = steps * B / t, gflops = ips * 3 * m.flops_fwd * 1e-9;
-    printf("cltrain bench train: model %s, batch %d, device %s (%s), gemm %s\n", m.name, B, cl.device_name, cl.platform_name,
-           o->gemm == CT_GEMM_CLBLAST ? "clblast" : o->gemm == CT_GEMM_AUTO ? "auto" : "native");
+    int nw = 0;
+    for (int i = 0; i < m.n_layers; i++) nw += m.layers[i].wino;
+    printf("cltrain bench train: model %s, batch %d, device %s (%s), gemm %s, conv %s (%d Winograd layers)\n", m.name, B,
+           cl.device_name, cl.platform_name, o->gemm == CT_GEMM_CLBLAST ? "clblast" : o->gemm == CT_GEMM_AUTO ? "auto" : "native",
+           o->conv == CT_CONV_IM2COL ? "im2col" : o->conv == CT_CONV_WINOGRAD ? "winograd" : "auto", nw);
     printf("steady-state images/s: %.1f\n", ips);
     printf("fastest-step images/s: %.1f\n", B / fastest);
     printf("step time: %.2f ms over %d steps (fastest %.2f ms); %.1f MFLOP per image (fwd+bwd); achieved %.1f GFLOP/s\n",

@@ -73,6 +73,7 @@ int cmd_eval(int argc, char **argv) {
     const ct_dataset *test = d.test;
     if (!rc) rc = ct_model_check_input(&m, test->h, test->w, test->c, test->n_classes, data);
     if (!rc) rc = ct_cl_open(&cl, o->device);
+    m.conv_algo = o->conv;
     if (!rc) rc = ct_model_setup(&m, &cl, o->batch, o->gemm);
     if (!rc) {
         ct_model_set_params(&m, ck.params);

@@ -46,6 +46,8 @@ void cli_usage(FILE *f) {
             "  --data DIR              where the data set is\n"
             "  --device P:D            OpenCL platform:device (see `cltrain devices`; or CLTRAIN_DEVICE)\n"
             "  --gemm native|clblast|auto  matrix-product path [native]\n"
+            "  --conv im2col|winograd|auto  3x3 stride-1 convolutions as im2col + GEMM or as Winograd\n"
+            "                          F(2x2,3x3); auto: Winograd where the layer has 8 or more input channels [auto]\n"
             "  --steps N               stop after N steps\n"
             "  --producers N|auto      input threads; 0 loads inside the training loop [auto]\n"
             "  --prefetch K            batch slots in flight [2 x producers, at least 4]\n"
@@ -112,7 +114,7 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
-       O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO };
+       O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO, O_CONV };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, O_MODEL}, {"epochs", required_argument, 0, O_EPOCHS},
@@ -136,6 +138,7 @@ static const struct option long_opts[] = {
     {"strict", no_argument, 0, O_STRICT}, {"top", required_argument, 0, O_TOP},
     {"label-smoothing", required_argument, 0, O_SMOOTH}, {"tta", required_argument, 0, O_TTA},
     {"cutout", required_argument, 0, O_CUTOUT}, {"comm-timeout", required_argument, 0, O_COMMTO},
+    {"conv", required_argument, 0, O_CONV},
     {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 
 /* options that are a whole number in lo..hi stored in an int of ct_train_opts */
@@ -168,6 +171,7 @@ static int pick(const char *opt, const char *arg, const choice *ch, const char *
 static int train_opt(int c, const char *arg, ct_train_opts *o) {
     static const choice gemm[] = {{"native", CT_GEMM_NATIVE}, {"clblast", CT_GEMM_CLBLAST}, {"auto", CT_GEMM_AUTO}, {0, 0}};
     static const choice nan[] = {{"stop", 0}, {"skip", 1}, {0, 0}};
+    static const choice conv[] = {{"im2col", CT_CONV_IM2COL}, {"winograd", CT_CONV_WINOGRAD}, {"auto", CT_CONV_AUTO}, {0, 0}};
     static const choice sched[] = {{"constant", CT_SCHED_CONSTANT}, {"step", CT_SCHED_STEP}, {"cosine", CT_SCHED_COSINE}, {0, 0}};
     int rc = 0;
     long l;
@@ -184,6 +188,7 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
     case O_SEED: if (!(rc = cli_parse_int("seed", arg, 0, 0x7fffffffffffffffL, &l))) o->seed = (uint64_t)l; break;
     case O_DEVICE: o->device = arg; break;
     case O_GEMM: rc = pick("gemm", arg, gemm, "native, clblast or auto", &o->gemm); break;
+    case O_CONV: rc = pick("conv", arg, conv, "im2col, winograd or auto", &o->conv); break;
     case O_STEPS: if (!(rc = cli_parse_int("steps", arg, 1, 1L << 40, &l))) o->max_steps = l; break;
     case O_QUIET: o->quiet = 1; break;
     case O_PROD:

@@ -87,6 +87,7 @@ int cmd_predict(int argc, char **argv) {
     if (!rc && m.in_c != 1 && m.in_c != 3) rc = ct_fail(CT_EINPUT, "%s: predict takes models of 1 or 3 channels, not %d", path, m.in_c);
     int B = n_img < 64 ? n_img : 64;
     if (!rc) rc = ct_cl_open(&cl, po.device);
+    m.conv_algo = CT_CONV_AUTO;
     if (!rc) rc = ct_model_setup(&m, &cl, B, CT_GEMM_NATIVE);
     int bad = 0;
     /* --logits / --pixels: float32 logits and the uint8 HWC input of each image read, in order */

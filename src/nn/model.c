@@ -353,6 +353,12 @@ static int build_kernels(ct_model *m, ct_cl *cl) {
     if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_short, "shortcut.cl", ""))) return rc;
+    if ((rc = ct_cl_build(cl, &m->p_wino, "winograd.cl", ""))) return rc;
+    m->k_wino_in = ct_cl_kernel(m->p_wino, "wino_in");
+    m->k_wino_w = ct_cl_kernel(m->p_wino, "wino_w");
+    m->k_wino_out = ct_cl_kernel(m->p_wino, "wino_out");
+    m->k_wino_dy = ct_cl_kernel(m->p_wino, "wino_dy");
+    m->k_wino_dw = ct_cl_kernel(m->p_wino, "wino_dw");
     m->k_short_fwd = ct_cl_kernel(m->p_short, "shortcut_fwd");
     m->k_short_bwd = ct_cl_kernel(m->p_short, "shortcut_bwd");
     m->k_im2col = ct_cl_kernel(m->p_conv, "im2col");
@@ -419,7 +425,7 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     if ((rc = ct_cl_alloc(cl, &m->pred, (size_t)batch * 4, "predictions"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->dlogits, (size_t)batch * m->n_classes * 4, "logit gradients"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->flag, 4, "flag"))) return rc;
-    ct_needs need = {.ws = 0, .ones = (size_t)batch, .bn_part = 0};
+    ct_needs need = {.ws = 0, .ones = (size_t)batch, .bn_part = 0, .ws2 = 0, .ws3 = 0};
     for (int i = 0; i < m->n_layers; i++) {
         ct_layer *L = &m->layers[i];
         char what[64];
@@ -438,6 +444,8 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     }
     if ((rc = ct_cl_alloc(cl, &m->ws, (need.ws ? need.ws : 1) * sizeof(float), "im2col workspace"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->ones, need.ones * sizeof(float), "ones"))) return rc;
+    if (need.ws2 && (rc = ct_cl_alloc(cl, &m->ws2, need.ws2 * sizeof(float), "Winograd workspace"))) return rc;
+    if (need.ws3 && (rc = ct_cl_alloc(cl, &m->ws3, need.ws3 * sizeof(float), "Winograd workspace"))) return rc;
     float one = 1.0f;
     CL_CHECK(clEnqueueFillBuffer(cl->queue, m->ones, &one, sizeof one, 0, need.ones * sizeof(float), 0, NULL, NULL));
     uint8_t *mask = ct_xcalloc(m->n_params ? m->n_params : 1, 1);
@@ -476,14 +484,15 @@ void ct_model_free(ct_model *m) {
     m->input = m->labels = NULL; /* aliases of inputs[] and labels2[] */
     cl_mem *mems[] = {&m->params, &m->grads, &m->decay_mask, &m->inputs[0], &m->inputs[1],
                       &m->labels2[0], &m->labels2[1], &m->input_u8,
-                      &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag};
+                      &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag, &m->ws2, &m->ws3};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
     cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
                       m->k_nonfinite, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
-                      m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd};
+                      m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd,
+                      m->k_wino_in, m->k_wino_w, m->k_wino_out, m->k_wino_dy, m->k_wino_dw};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
-    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_bn, m->p_drop, m->p_short};
+    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_bn, m->p_drop, m->p_short, m->p_wino};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         if (ps[i]) clReleaseProgram(ps[i]);
     if (m->gemm.cl) ct_gemm_free(&m->gemm);

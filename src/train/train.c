@@ -17,6 +17,7 @@ void ct_train_defaults(ct_train_opts *o) {
     o->optim = (ct_optim){.kind = CT_OPT_ADAM, .lr = ct_optim_adam.default_lr, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0, .momentum = 0.9f};
     o->seed = 1;
     o->gemm = CT_GEMM_NATIVE;
+    o->conv = CT_CONV_AUTO;
     o->progress_every = 50;
     o->scale = 1.0f / 255.0f;
     o->shift = 0.0f;
@@ -287,6 +288,7 @@ static int setup(ct_loop *L) {
     const ct_dataset *t = L->train;
     int rc = ct_model_check_input(m, t->h, t->w, t->c, t->n_classes, "the training set");
     if (!rc) rc = ct_cl_open_rank(&L->cl, o->device, ct_world.rank, ct_world.local_rank);
+    m->conv_algo = o->conv;
     if (!rc) rc = ct_model_setup(m, &L->cl, o->batch, o->gemm);
     if (rc) return rc;
     ct_model_init_weights(m, o->seed);

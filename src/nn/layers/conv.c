@@ -1,8 +1,13 @@
 /* nn/layers/conv.c: [conv] (alias [convolutional]): 2-D convolution as
  * im2col + GEMM with the bias and ReLU fused into the GEMM; weights
- * [k, k, ic, oc] (HWIO), bias [oc]. Kernels: kernels/conv.cl (im2col,
- * col2im) and the GEMM. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
+ * [k, k, ic, oc] (HWIO), bias [oc]. A 3x3 stride-1 convolution chosen by
+ * --conv (ct_conv_is_winograd) runs as Winograd F(2x2, 3x3) instead:
+ * transforms in kernels/winograd.cl around 16 GEMMs, forward and both
+ * gradients.
+ * Kernels: kernels/conv.cl (im2col, col2im), kernels/winograd.cl and the
+ * GEMM. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
+#include <limits.h>
 
 static const ct_key keys[] = {
     CT_KEY(filters, CT_KEY_INT, 1, 65536), CT_KEY(size, CT_KEY_INT, 1, 64), CT_KEY(stride, CT_KEY_INT, 1, 64),
@@ -26,11 +31,92 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
 
 static double flops(const ct_layer *L) { return 2.0 * L->oh * L->ow * L->oc * L->k * L->k * L->ic; }
 
+/* Winograd's tiles: 2x2 output tiles over oh x ow (forward, weight
+ * gradient) and over ih x iw (data gradient), for a batch of B */
+static size_t tiles_out(const ct_layer *L, int B) { return (size_t)B * ((L->oh + 1) / 2) * ((L->ow + 1) / 2); }
+static size_t tiles_in(const ct_layer *L, int B) { return (size_t)B * ((L->ih + 1) / 2) * ((L->iw + 1) / 2); }
+
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
-    if (rows * kk > n->ws) n->ws = rows * kk;
     if (rows > n->ones) n->ones = rows;
-    return ct_layer_reserve_gemm(m, (int)rows, L->oc, (int)kk);
+    L->wino = ct_conv_is_winograd(m->conv_algo, L->k, L->stride, L->ic);
+    if (!L->wino) {
+        if (rows * kk > n->ws) n->ws = rows * kk;
+        return ct_layer_reserve_gemm(m, (int)rows, L->oc, (int)kk);
+    }
+    /* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
+    size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc;
+    size_t w1 = 16 * (T * C > T2 * K ? T * C : T2 * K), w2 = 16 * max3(T * K, T2 * C, 0), w3 = 16 * C * K;
+    if (w1 > n->ws) n->ws = w1;
+    if (w2 > n->ws2) n->ws2 = w2;
+    if (w3 > n->ws3) n->ws3 = w3;
+    if (T > INT_MAX / 16 || T2 > INT_MAX / 16)
+        return ct_fail(CT_EINPUT, "layer at line %d: %zu Winograd tiles for a batch of %d; use a smaller --batch",
+                       L->line, T > T2 ? T : T2, batch);
+    int rc;
+    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, (int)rows))) return rc;    /* bias gradient */
+    if ((rc = ct_gemm_reserve(&m->gemm, 0, 0, (int)T, L->oc, L->ic))) return rc;  /* forward */
+    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, L->ic, L->oc, (int)T))) return rc;  /* weight gradient */
+    return ct_gemm_reserve(&m->gemm, 0, 0, (int)T2, L->ic, L->oc);                /* data gradient */
+}
+
+/* V [16][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into ws */
+static void wino_in(ct_model *m, cl_mem x, int H, int W, int C, int pad, int OH, int OW, int B) {
+    int TH = (OH + 1) / 2, TW = (OW + 1) / 2, T = B * TH * TW;
+    ct_kargs(m->k_wino_in, m->ws, x, H, W, C, pad, TH, TW, T);
+    size_t gws = (size_t)T;
+    ct_cl_run(m->cl, m->k_wino_in, "wino_in", 1, &gws, NULL);
+}
+
+/* the 16 GEMMs M[xi] (T x N) = V[xi] (T x Kd) * U[xi] (Kd x N): ws * ws3 -> ws2 */
+static void wino_gemms(ct_model *m, int T, int N, int Kd) {
+    for (size_t xi = 0; xi < 16; xi++)
+        ct_gemm_run(&m->gemm, 0, 0, T, N, Kd, 1.0f, m->ws, xi * T * Kd, Kd, m->ws3, xi * Kd * N, N, 0.0f, m->ws2,
+                    xi * T * N, N, NULL, 0, 0);
+}
+
+/* y [B, OH, OW, N] = A^T M A (+ bias, act) from ws2 */
+static void wino_out(ct_model *m, cl_mem y, int has_bias, int boff, int act, int OH, int OW, int N, int B) {
+    int TH = (OH + 1) / 2, TW = (OW + 1) / 2, T = B * TH * TW;
+    ct_kargs(m->k_wino_out, y, m->ws2, m->params, boff, has_bias, act, OH, OW, N, TH, TW, T);
+    size_t gws = (size_t)T;
+    ct_cl_run(m->cl, m->k_wino_out, "wino_out", 1, &gws, NULL);
+}
+
+static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
+    ct_kargs(m->k_wino_w, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
+    size_t gws[2] = {(size_t)L->oc, (size_t)L->ic};
+    ct_cl_run(m->cl, m->k_wino_w, "wino_w", 2, gws, NULL);
+}
+
+static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
+    wino_weights(m, L, 0);
+    wino_in(m, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
+    wino_gemms(m, (int)tiles_out(L, B), L->oc, L->ic);
+    wino_out(m, L->out, 1, (int)L->b_off, L->act, L->oh, L->ow, L->oc, B);
+}
+
+/* dW += G^T (sum over tiles of V .* A dY A^T) G; dx = the data gradient's
+ * Winograd convolution of dy (pad 2 - pad, weights turned, C and K swapped) */
+static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
+    int T = (int)tiles_out(L, B), TH = (L->oh + 1) / 2, TW = (L->ow + 1) / 2, C = L->ic, K = L->oc;
+    wino_in(m, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
+    ct_kargs(m->k_wino_dy, m->ws2, dy, L->oh, L->ow, K, TH, TW, T);
+    size_t gws = (size_t)T;
+    ct_cl_run(m->cl, m->k_wino_dy, "wino_dy", 1, &gws, NULL);
+    for (size_t xi = 0; xi < 16; xi++)
+        ct_gemm_run(&m->gemm, 1, 0, C, K, T, 1.0f, m->ws, xi * T * C, C, m->ws2, xi * T * K, K, 0.0f, m->ws3,
+                    xi * C * K, K, NULL, 0, 0);
+    ct_kargs(m->k_wino_dw, m->grads, (int)L->w_off, m->ws3, C, K);
+    size_t gw[2] = {(size_t)K, (size_t)C};
+    ct_cl_run(m->cl, m->k_wino_dw, "wino_dw", 2, gw, NULL);
+    if (!L->dx) return;
+    wino_weights(m, L, 1);
+    wino_in(m, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
+    wino_gemms(m, (int)tiles_in(L, B), C, K);
+    wino_out(m, L->dx, 0, 0, 0, L->ih, L->iw, C, B);
 }
 
 static void run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
@@ -42,6 +128,10 @@ static void run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
 /* out[B*oh*ow, oc] = act(im2col(x) W + b) */
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
+    if (L->wino) {
+        wino_forward(m, L, x, B);
+        return;
+    }
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
     run_im2col(m, L, x, B);
     ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, kk, 1.0f, m->ws, 0, kk, m->params, L->w_off, L->oc, 0.0f, L->out, 0,
@@ -53,6 +143,10 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
     ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
+    if (L->wino) {
+        wino_backward(m, L, x, dy, B);
+        return;
+    }
     run_im2col(m, L, x, B);
     ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, m->ws, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
     if (!L->dx) return;
