@@ -14,12 +14,13 @@ enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_D
 extern const char *const ct_layer_names[];
 enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
 /* --conv: how 3x3 stride-1 convolutions run (the others always use im2col +
- * GEMM). auto: Winograd for those with at least 8 input channels (with
- * fewer, its GEMMs are too thin to pay for the transforms: cifar-cnn's
- * first layer, 3 channels, ran 2.4x slower). */
+ * GEMM). auto: Winograd on a CPU device for those with at least 8 input
+ * channels (with fewer, its GEMMs are too thin to pay for the transforms:
+ * cifar-cnn's first layer, 3 channels, ran 2.4x slower); on other devices
+ * im2col until Winograd is measured there (tools/gpu-check.sh times both). */
 enum { CT_CONV_IM2COL = 0, CT_CONV_WINOGRAD = 1, CT_CONV_AUTO = 2 };
-static inline int ct_conv_is_winograd(int algo, int k, int stride, int ic) {
-    return k == 3 && stride == 1 && (algo == CT_CONV_WINOGRAD || (algo == CT_CONV_AUTO && ic >= 8));
+static inline int ct_conv_is_winograd(int algo, int k, int stride, int ic, int is_cpu) {
+    return k == 3 && stride == 1 && (algo == CT_CONV_WINOGRAD || (algo == CT_CONV_AUTO && is_cpu && ic >= 8));
 }
 
 typedef struct ct_layer {

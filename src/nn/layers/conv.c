@@ -41,7 +41,7 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
     if (rows > n->ones) n->ones = rows;
-    L->wino = ct_conv_is_winograd(m->conv_algo, L->k, L->stride, L->ic);
+    L->wino = ct_conv_is_winograd(m->conv_algo, L->k, L->stride, L->ic, m->cl->is_cpu);
     if (!L->wino) {
         if (rows * kk > n->ws) n->ws = rows * kk;
         return ct_layer_reserve_gemm(m, (int)rows, L->oc, (int)kk);
