@@ -199,6 +199,24 @@ static void run_single(const char *cfg, int batch, int B, int layer, uint64_t se
 
 typedef struct conv_case { int batch, B, H, W, C, K, k, s, p, relu; } conv_case;
 
+/* the conv cases, run with each --conv */
+static const conv_case conv_cases[] = {
+    /* batch B  H   W   C   K  k  s  p relu */
+    {1, 1, 5, 5, 1, 1, 3, 1, 0, 1},
+    {2, 2, 7, 9, 3, 5, 3, 1, 1, 1},
+    {3, 3, 7, 9, 1, 13, 3, 2, 1, 0},
+    {1, 1, 8, 8, 13, 5, 1, 1, 0, 1},
+    {2, 2, 9, 7, 5, 13, 5, 2, 2, 1},
+    {2, 2, 6, 6, 2, 3, 5, 1, 0, 0},
+    {1, 1, 11, 11, 3, 17, 3, 2, 0, 1},
+    {5, 3, 4, 4, 7, 33, 3, 1, 1, 1},   /* partial batch */
+    {2, 1, 5, 5, 67, 65, 3, 1, 1, 1},  /* more channels than a 64-wide work-group */
+    {2, 2, 7, 5, 16, 5, 3, 2, 1, 1},   /* C a multiple of 16: the float16 im2col/col2im paths */
+    {1, 1, 6, 6, 48, 3, 3, 1, 1, 1},
+    {1, 1, 6, 7, 2, 3, 3, 3, 0, 0},    /* k == s: disjoint windows, the last column unread */
+    {1, 1, 8, 8, 3, 4, 2, 3, 1, 1},    /* stride 3 > size 2: inputs no window reads */
+};
+
 /* Each case as layer 1 (after an identity [maxpool], so it has a dx) against
  * the reference; first_layer: also as layer 0 (no dx). Returns how many of
  * the cases ran as Winograd. */
@@ -223,23 +241,7 @@ static int run_conv_cases(const conv_case *cases, size_t n, uint64_t seed, int f
 static void test_conv(void **state) {
     (void)state;
     CT_NEED_CL();
-    static const conv_case cases[] = {
-        /* batch B  H   W   C   K  k  s  p relu */
-        {1, 1, 5, 5, 1, 1, 3, 1, 0, 1},
-        {2, 2, 7, 9, 3, 5, 3, 1, 1, 1},
-        {3, 3, 7, 9, 1, 13, 3, 2, 1, 0},
-        {1, 1, 8, 8, 13, 5, 1, 1, 0, 1},
-        {2, 2, 9, 7, 5, 13, 5, 2, 2, 1},
-        {2, 2, 6, 6, 2, 3, 5, 1, 0, 0},
-        {1, 1, 11, 11, 3, 17, 3, 2, 0, 1},
-        {5, 3, 4, 4, 7, 33, 3, 1, 1, 1},   /* partial batch */
-        {2, 1, 5, 5, 67, 65, 3, 1, 1, 1},  /* more channels than a 64-wide work-group */
-        {2, 2, 7, 5, 16, 5, 3, 2, 1, 1},   /* C a multiple of 16: the float16 im2col/col2im paths */
-        {1, 1, 6, 6, 48, 3, 3, 1, 1, 1},
-        {1, 1, 6, 7, 2, 3, 3, 3, 0, 0},    /* k == s: disjoint windows, the last column unread */
-        {1, 1, 8, 8, 3, 4, 2, 3, 1, 1},    /* stride 3 > size 2: inputs no window reads */
-    };
-    run_conv_cases(cases, sizeof cases / sizeof *cases, 100, 0);
+    run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 100, 0);
 }
 
 /* --conv winograd: the same cases (3x3 stride-1 ones through Winograd, the
@@ -249,22 +251,6 @@ static void test_conv(void **state) {
 static void test_conv_winograd(void **state) {
     (void)state;
     CT_NEED_CL();
-    static const conv_case cases[] = {
-        /* batch B  H   W   C   K  k  s  p relu */
-        {1, 1, 5, 5, 1, 1, 3, 1, 0, 1},
-        {2, 2, 7, 9, 3, 5, 3, 1, 1, 1},
-        {3, 3, 7, 9, 1, 13, 3, 2, 1, 0},
-        {1, 1, 8, 8, 13, 5, 1, 1, 0, 1},
-        {2, 2, 9, 7, 5, 13, 5, 2, 2, 1},
-        {2, 2, 6, 6, 2, 3, 5, 1, 0, 0},
-        {1, 1, 11, 11, 3, 17, 3, 2, 0, 1},
-        {5, 3, 4, 4, 7, 33, 3, 1, 1, 1},   /* partial batch */
-        {2, 1, 5, 5, 67, 65, 3, 1, 1, 1},  /* more channels than a 64-wide work-group */
-        {2, 2, 7, 5, 16, 5, 3, 2, 1, 1},   /* C a multiple of 16: the float16 im2col/col2im paths */
-        {1, 1, 6, 6, 48, 3, 3, 1, 1, 1},
-        {1, 1, 6, 7, 2, 3, 3, 3, 0, 0},    /* k == s: disjoint windows, the last column unread */
-        {1, 1, 8, 8, 3, 4, 2, 3, 1, 1},    /* stride 3 > size 2: inputs no window reads */
-    };
     static const conv_case wcases[] = {
         /* batch B  H   W   C   K  k  s  p relu */
         {2, 2, 7, 5, 3, 4, 3, 1, 0, 0},
@@ -275,7 +261,7 @@ static void test_conv_winograd(void **state) {
         {1, 1, 11, 6, 70, 66, 3, 1, 1, 0},
     };
     g_conv_algo = CT_CONV_WINOGRAD;
-    int n = run_conv_cases(cases, sizeof cases / sizeof *cases, 300, 0);
+    int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300, 0);
     n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400, 1);
     fprintf(stderr, "# %d cases ran as Winograd\n", n);
     assert_int_equal(n, 5 + 6);
