@@ -246,7 +246,7 @@ static void test_conv(void **state) {
 
 /* --conv winograd: the same cases (3x3 stride-1 ones through Winograd, the
  * others through im2col as before) and Winograd's own: odd sizes whose last
- * tile is cut, pads 0 and 2, channel counts over a work-group, a partial
+ * tile is cut, pads 0, 2 and 3, channel counts over a work-group, a partial
  * batch, and the conv as the first layer. */
 static void test_conv_winograd(void **state) {
     (void)state;
@@ -259,12 +259,13 @@ static void test_conv_winograd(void **state) {
         {4, 4, 3, 3, 1, 2, 3, 1, 1, 0},    /* one tile, mostly padding */
         {2, 2, 16, 16, 32, 32, 3, 1, 1, 1},
         {1, 1, 11, 6, 70, 66, 3, 1, 1, 0},
+        {2, 2, 5, 4, 9, 5, 3, 1, 3, 1},    /* pad 3: the data gradient's pad is -1 */
     };
     g_conv_algo = CT_CONV_WINOGRAD;
     int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300, 0);
     n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400, 1);
     fprintf(stderr, "# %d cases ran as Winograd\n", n);
-    assert_int_equal(n, 5 + 6);
+    assert_int_equal(n, 5 + 7);
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */
     g_conv_algo = CT_CONV_AUTO;
     run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 500, 0);
