@@ -36,7 +36,7 @@ static double flops(const ct_layer *L) { return 2.0 * L->oh * L->ow * L->oc * L-
 static size_t tiles_out(const ct_layer *L, int B) { return (size_t)B * ((L->oh + 1) / 2) * ((L->ow + 1) / 2); }
 static size_t tiles_in(const ct_layer *L, int B) { return (size_t)B * ((L->ih + 1) / 2) * ((L->iw + 1) / 2); }
 
-static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
 
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
@@ -48,7 +48,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     }
     /* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc;
-    size_t w1 = 16 * (T * C > T2 * K ? T * C : T2 * K), w2 = 16 * max3(T * K, T2 * C, 0), w3 = 16 * C * K;
+    size_t w1 = 16 * max2(T * C, T2 * K), w2 = 16 * max2(T * K, T2 * C), w3 = 16 * C * K;
     if (w1 > n->ws) n->ws = w1;
     if (w2 > n->ws2) n->ws2 = w2;
     if (w3 > n->ws3) n->ws3 = w3;
