@@ -1,49 +1,110 @@
-/* winograd.cl: 3x3 stride-1 convolution as Winograd F(2x2, 3x3) (Lavin and
- * Gray 2016), NHWC. Each 2x2 output tile t = (b, th, tw) reads a 4x4 input
- * patch d from row 2*th - pad, column 2*tw - pad (zero outside the image):
+/* winograd.cl: 3x3 stride-1 convolution as Winograd F(m x m, 3x3) (Lavin and
+ * Gray 2016), NHWC, built once per tile size: -DWINO_M=2 (F(2x2, 3x3)) or
+ * -DWINO_M=4 (F(4x4, 3x3)); n = m + 2. Each m x m output tile t = (b, th, tw)
+ * reads an n x n input patch d from row m*th - pad, column m*tw - pad (zero
+ * outside the image):
  *   V = B^T d B, U = G g G^T, M = sum over c of U .* V, Y = A^T M A,
- * so the 16 points xi = 4*i + j of the transformed domain are 16 independent
- * GEMMs M[xi] (T x K) = V[xi] (T x C) * U[xi] (C x K), run by the GEMM
- * kernels: 16 multiplies per tile and channel pair instead of 36.
- * Layouts: V [16][T][C], U [16][C][K], M [16][T][K].
+ * so the n*n points xi = n*i + j of the transformed domain are n*n
+ * independent GEMMs M[xi] (T x K) = V[xi] (T x C) * U[xi] (C x K), run by the
+ * GEMM kernels: n*n multiplies per tile and channel pair instead of 9*m*m
+ * (16 for 36 at m = 2, 36 for 144 at m = 4).
+ * Layouts: V [n*n][T][C], U [n*n][C][K], M [n*n][T][K].
  *   backward data: the same with dy as the input, pad 2 - pad and the
- *     weights turned 180 degrees, C and K swapped (wino_w flip=1: [16][K][C]);
+ *     weights turned 180 degrees, C and K swapped (wino_w flip=1: [n*n][K][C]);
  *   backward weights: dU[xi] (C x K) = V[xi]^T Z[xi] with Z = A dY A^T
  *     (wino_dy; output positions past the edge count as 0), then
  *     dg = G^T dU G added into the gradient (wino_dw).
  * Reference: src/ref/conv.c (the direct convolution); tests: tests/test_layers.c
- * (test_conv_winograd, every conv case with --conv winograd). */
+ * (test_conv_winograd: every conv case with each tile size). */
+
+#ifndef WINO_M
+#define WINO_M 2
+#endif
+#define WN (WINO_M + 2)
+
+/* The 1-D transforms, o = T s on arrays of n, 3 or m elements (vectors or
+ * scalars). The 2-D ones apply them to the columns and then to the rows. */
+#if WINO_M == 2
+/* B^T (4 <- 4) */
+#define T_IN(o, s) (o[0] = s[0] - s[2], o[1] = s[1] + s[2], o[2] = s[2] - s[1], o[3] = s[1] - s[3])
+/* G (4 <- 3) */
+#define T_W(o, s) (o[0] = s[0], o[1] = 0.5f * (s[0] + s[1] + s[2]), o[2] = 0.5f * (s[0] - s[1] + s[2]), o[3] = s[2])
+/* A^T (2 <- 4) */
+#define T_OUT(o, s) (o[0] = s[0] + s[1] + s[2], o[1] = s[1] - s[2] - s[3])
+/* A (4 <- 2) */
+#define T_DY(o, s) (o[0] = s[0], o[1] = s[0] + s[1], o[2] = s[0] - s[1], o[3] = -s[1])
+/* G^T (3 <- 4) */
+#define T_DW(o, s) \
+    (o[0] = s[0] + 0.5f * (s[1] + s[2]), o[1] = 0.5f * (s[1] - s[2]), o[2] = 0.5f * (s[1] + s[2]) + s[3])
+#elif WINO_M == 4
+/* B^T (6 <- 6), rows [4 0 -5 0 1 0] [0 -4 -4 1 1 0] [0 4 -4 -1 1 0]
+ * [0 -2 -1 2 1 0] [0 2 -1 -2 1 0] [0 4 0 -5 0 1] */
+#define T_IN(o, s)                                                                                       \
+    (o[0] = 4.0f * s[0] - 5.0f * s[2] + s[4], o[1] = (s[3] + s[4]) - 4.0f * (s[1] + s[2]),               \
+     o[2] = (s[4] - s[3]) + 4.0f * (s[1] - s[2]), o[3] = (s[4] - s[2]) + 2.0f * (s[3] - s[1]),           \
+     o[4] = (s[4] - s[2]) - 2.0f * (s[3] - s[1]), o[5] = 4.0f * s[1] - 5.0f * s[3] + s[5])
+/* G (6 <- 3), rows [1/4 0 0] [-1/6 -1/6 -1/6] [-1/6 1/6 -1/6]
+ * [1/24 1/12 1/6] [1/24 -1/12 1/6] [0 0 1] */
+#define T_W(o, s)                                                                                        \
+    (o[0] = 0.25f * s[0], o[1] = (s[0] + s[1] + s[2]) * (-1.0f / 6), o[2] = (s[0] - s[1] + s[2]) * (-1.0f / 6), \
+     o[3] = s[0] * (1.0f / 24) + s[1] * (1.0f / 12) + s[2] * (1.0f / 6),                                  \
+     o[4] = s[0] * (1.0f / 24) - s[1] * (1.0f / 12) + s[2] * (1.0f / 6), o[5] = s[2])
+/* A^T (4 <- 6), rows [1 1 1 1 1 0] [0 1 -1 2 -2 0] [0 1 1 4 4 0] [0 1 -1 8 -8 1] */
+#define T_OUT(o, s)                                                                                      \
+    (o[0] = s[0] + (s[1] + s[2]) + (s[3] + s[4]), o[1] = (s[1] - s[2]) + 2.0f * (s[3] - s[4]),           \
+     o[2] = (s[1] + s[2]) + 4.0f * (s[3] + s[4]), o[3] = (s[1] - s[2]) + 8.0f * (s[3] - s[4]) + s[5])
+/* A (6 <- 4): the transpose of A^T */
+#define T_DY(o, s)                                                                                       \
+    (o[0] = s[0], o[1] = (s[0] + s[2]) + (s[1] + s[3]), o[2] = (s[0] + s[2]) - (s[1] + s[3]),            \
+     o[3] = (s[0] + 4.0f * s[2]) + (2.0f * s[1] + 8.0f * s[3]),                                          \
+     o[4] = (s[0] + 4.0f * s[2]) - (2.0f * s[1] + 8.0f * s[3]), o[5] = s[3])
+/* G^T (3 <- 6): the transpose of G */
+#define T_DW(o, s)                                                                                       \
+    (o[0] = 0.25f * s[0] - (s[1] + s[2]) * (1.0f / 6) + (s[3] + s[4]) * (1.0f / 24),                      \
+     o[1] = (s[2] - s[1]) * (1.0f / 6) + (s[3] - s[4]) * (1.0f / 12),                                     \
+     o[2] = (s[3] + s[4] - s[1] - s[2]) * (1.0f / 6) + s[5])
+#else
+#error "WINO_M must be 2 or 4"
+#endif
+
+/* o (NO x NO) = T s T^T for s (NI x NI) of type VT: T on each column, then on each row */
+#define T2D(VT, T, NI, NO, o, s)                                                                         \
+    do {                                                                                                 \
+        VT c_[NO][NI];                                                                                   \
+        for (int j_ = 0; j_ < NI; j_++) {                                                                \
+            VT a_[NI], b_[NO];                                                                           \
+            for (int i_ = 0; i_ < NI; i_++) a_[i_] = s[i_][j_];                                          \
+            T(b_, a_);                                                                                   \
+            for (int i_ = 0; i_ < NO; i_++) c_[i_][j_] = b_[i_];                                         \
+        }                                                                                                \
+        for (int i_ = 0; i_ < NO; i_++) T(o[i_], c_[i_]);                                                \
+    } while (0)
 
 /* The transforms move whole channel runs per tile, as im2col does: eight
  * channels at a time (float8), then the rest one by one. A work-item per
- * (channel, tile) left PoCL scalar code with 16 strided stores each, and the
+ * (channel, tile) left PoCL scalar code with strided stores, and the
  * transforms took three times the GEMMs. */
 #define LD8(p) vload8(0, (p))
 #define ST8(v, p) vstore8((v), 0, (p))
 #define LD1(p) (*(p))
 #define ST1(v, p) (*(p) = (v))
 
+/* the tile of work-item t: t = (b*TH + th)*TW + tw */
+#define TILE_OF(t)                                                                                       \
+    const int tw = (t) % TW, r_ = (t) / TW, th = r_ % TH, b = r_ / TH
+
 #define WINO_IN(VT, LD, ST, VW)                                                                          \
     for (; c + VW <= C; c += VW) {                                                                       \
-        VT d[4][4], e[4][4];                                                                             \
-        for (int i = 0; i < 4; i++)                                                                      \
-            for (int j = 0; j < 4; j++) {                                                                \
+        VT d[WN][WN], v[WN][WN];                                                                         \
+        for (int i = 0; i < WN; i++)                                                                     \
+            for (int j = 0; j < WN; j++) {                                                               \
                 const int y = y0 + i, xx = x0 + j;                                                       \
                 d[i][j] = y >= 0 && y < H && xx >= 0 && xx < W ? LD(x + (((size_t)b * H + y) * W + xx) * C + c) \
                                                                 : (VT)(0.0f);                            \
             }                                                                                            \
-        for (int j = 0; j < 4; j++) {                                                                    \
-            e[0][j] = d[0][j] - d[2][j];                                                                 \
-            e[1][j] = d[1][j] + d[2][j];                                                                 \
-            e[2][j] = d[2][j] - d[1][j];                                                                 \
-            e[3][j] = d[1][j] - d[3][j];                                                                 \
-        }                                                                                                \
-        for (int i = 0; i < 4; i++) {                                                                    \
-            ST(e[i][0] - e[i][2], V + (4 * i + 0) * TC + o + c);                                         \
-            ST(e[i][1] + e[i][2], V + (4 * i + 1) * TC + o + c);                                         \
-            ST(e[i][2] - e[i][1], V + (4 * i + 2) * TC + o + c);                                         \
-            ST(e[i][1] - e[i][3], V + (4 * i + 3) * TC + o + c);                                         \
-        }                                                                                                \
+        T2D(VT, T_IN, WN, WN, v, d);                                                                     \
+        for (int i = 0; i < WN; i++)                                                                     \
+            for (int j = 0; j < WN; j++) ST(v[i][j], V + (WN * i + j) * TC + o + c);                     \
     }
 
 /* gws = (T): V = B^T d B for one tile, every channel */
@@ -51,8 +112,8 @@ __kernel void wino_in(__global float *V, __global const float *x, const int H, c
                       const int pad, const int TH, const int TW, const int T) {
     const int t = (int)get_global_id(0);
     if (t >= T) return;
-    const int tw = t % TW, r = t / TW, th = r % TH, b = r / TH;
-    const int y0 = 2 * th - pad, x0 = 2 * tw - pad;
+    TILE_OF(t);
+    const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
     const size_t TC = (size_t)T * C, o = (size_t)t * C;
     int c = 0;
     WINO_IN(float8, LD8, ST8, 8)
@@ -60,60 +121,48 @@ __kernel void wino_in(__global float *V, __global const float *x, const int H, c
 }
 
 /* gws = (K, C): U = G g G^T of the weights w[woff + ((a*3 + b)*C + c)*K + k]
- * (HWIO). flip = 1: g turned 180 degrees and U written [16][K][C], the
+ * (HWIO). flip = 1: g turned 180 degrees and U written [n*n][K][C], the
  * weights of the data gradient. */
 __kernel void wino_w(__global float *U, __global const float *w, const int woff, const int C, const int K,
                      const int flip) {
     const int k = (int)get_global_id(0), c = (int)get_global_id(1);
     if (k >= K || c >= C) return;
-    float g[3][3];
+    float g[3][3], u[WN][WN];
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++) {
             const int ka = flip ? 2 - a : a, kb = flip ? 2 - b : b;
             g[a][b] = w[woff + ((size_t)(ka * 3 + kb) * C + c) * K + k];
         }
-    float e[4][3];
-    for (int b = 0; b < 3; b++) {
-        e[0][b] = g[0][b];
-        e[1][b] = 0.5f * (g[0][b] + g[1][b] + g[2][b]);
-        e[2][b] = 0.5f * (g[0][b] - g[1][b] + g[2][b]);
-        e[3][b] = g[2][b];
-    }
+    T2D(float, T_W, 3, WN, u, g);
     const size_t CK = (size_t)C * K, o = flip ? (size_t)k * C + c : (size_t)c * K + k;
-    for (int i = 0; i < 4; i++) {
-        U[(4 * i + 0) * CK + o] = e[i][0];
-        U[(4 * i + 1) * CK + o] = 0.5f * (e[i][0] + e[i][1] + e[i][2]);
-        U[(4 * i + 2) * CK + o] = 0.5f * (e[i][0] - e[i][1] + e[i][2]);
-        U[(4 * i + 3) * CK + o] = e[i][2];
-    }
+    for (int i = 0; i < WN; i++)
+        for (int j = 0; j < WN; j++) U[(WN * i + j) * CK + o] = u[i][j];
 }
 
 #define WINO_OUT(VT, LD, ST, VW)                                                                         \
     for (; k + VW <= K; k += VW) {                                                                       \
-        VT m[4][4], e[2][4];                                                                             \
-        for (int i = 0; i < 16; i++) m[i / 4][i % 4] = LD(M + i * TK + o + k);                           \
-        for (int j = 0; j < 4; j++) {                                                                    \
-            e[0][j] = m[0][j] + m[1][j] + m[2][j];                                                       \
-            e[1][j] = m[1][j] - m[2][j] - m[3][j];                                                       \
-        }                                                                                                \
+        VT m[WN][WN], e[WINO_M][WINO_M];                                                                 \
+        for (int i = 0; i < WN * WN; i++) m[i / WN][i % WN] = LD(M + i * TK + o + k);                    \
+        T2D(VT, T_OUT, WN, WINO_M, e, m);                                                                \
         const VT bk = has_bias ? LD(bias + boff + k) : (VT)(0.0f);                                       \
-        for (int i = 0; i < 2 && 2 * th + i < OH; i++) {                                                 \
-            const VT v0 = e[i][0] + e[i][1] + e[i][2] + bk, v1 = e[i][1] - e[i][2] - e[i][3] + bk;       \
-            __global float *row = y + (((size_t)b * OH + 2 * th + i) * OW + 2 * tw) * K + k;             \
-            ST(act == CT_ACT_RELU ? fmax(v0, (VT)(0.0f)) : v0, row);                                     \
-            if (2 * tw + 1 < OW) ST(act == CT_ACT_RELU ? fmax(v1, (VT)(0.0f)) : v1, row + K);           \
+        for (int i = 0; i < WINO_M && WINO_M * th + i < OH; i++) {                                       \
+            __global float *row = y + (((size_t)b * OH + WINO_M * th + i) * OW + WINO_M * tw) * K + k;   \
+            for (int j = 0; j < WINO_M && WINO_M * tw + j < OW; j++) {                                   \
+                const VT v = e[i][j] + bk;                                                               \
+                ST(act == CT_ACT_RELU ? fmax(v, (VT)(0.0f)) : v, row + j * K);                           \
+            }                                                                                            \
         }                                                                                                \
     }
 
 /* gws = (T): Y = A^T M A, plus bias[boff + k] when has_bias, then ReLU if
- * act, into y[b, 2*th + r, 2*tw + s, k] for the positions inside OH x OW
+ * act, into y[b, m*th + r, m*tw + s, k] for the positions inside OH x OW
  * (overwrites). */
 __kernel void wino_out(__global float *y, __global const float *M, __global const float *bias, const int boff,
                        const int has_bias, const int act, const int OH, const int OW, const int K, const int TH,
                        const int TW, const int T) {
     const int t = (int)get_global_id(0);
     if (t >= T) return;
-    const int tw = t % TW, r = t / TW, th = r % TH, b = r / TH;
+    TILE_OF(t);
     const size_t TK = (size_t)T * K, o = (size_t)t * K;
     int k = 0;
     WINO_OUT(float8, LD8, ST8, 8)
@@ -122,20 +171,15 @@ __kernel void wino_out(__global float *y, __global const float *M, __global cons
 
 #define WINO_DY(VT, LD, ST, VW)                                                                          \
     for (; k + VW <= K; k += VW) {                                                                       \
-        VT g[2][2];                                                                                      \
-        for (int i = 0; i < 2; i++)                                                                      \
-            for (int j = 0; j < 2; j++) {                                                                \
-                const int oy = 2 * th + i, ox = 2 * tw + j;                                              \
+        VT g[WINO_M][WINO_M], z[WN][WN];                                                                 \
+        for (int i = 0; i < WINO_M; i++)                                                                 \
+            for (int j = 0; j < WINO_M; j++) {                                                           \
+                const int oy = WINO_M * th + i, ox = WINO_M * tw + j;                                    \
                 g[i][j] = oy < OH && ox < OW ? LD(dy + (((size_t)b * OH + oy) * OW + ox) * K + k) : (VT)(0.0f); \
             }                                                                                            \
-        const VT e[4][2] = {{g[0][0], g[0][1]}, {g[0][0] + g[1][0], g[0][1] + g[1][1]},                   \
-                            {g[0][0] - g[1][0], g[0][1] - g[1][1]}, {-g[1][0], -g[1][1]}};               \
-        for (int i = 0; i < 4; i++) {                                                                    \
-            ST(e[i][0], Z + (4 * i + 0) * TK + o + k);                                                   \
-            ST(e[i][0] + e[i][1], Z + (4 * i + 1) * TK + o + k);                                         \
-            ST(e[i][0] - e[i][1], Z + (4 * i + 2) * TK + o + k);                                         \
-            ST(-e[i][1], Z + (4 * i + 3) * TK + o + k);                                                  \
-        }                                                                                                \
+        T2D(VT, T_DY, WINO_M, WN, z, g);                                                                 \
+        for (int i = 0; i < WN; i++)                                                                     \
+            for (int j = 0; j < WN; j++) ST(z[i][j], Z + (WN * i + j) * TK + o + k);                     \
     }
 
 /* gws = (T): Z = A dY A^T of one output tile of dy (positions past OH x OW are 0) */
@@ -143,7 +187,7 @@ __kernel void wino_dy(__global float *Z, __global const float *dy, const int OH,
                       const int TH, const int TW, const int T) {
     const int t = (int)get_global_id(0);
     if (t >= T) return;
-    const int tw = t % TW, r = t / TW, th = r % TH, b = r / TH;
+    TILE_OF(t);
     const size_t TK = (size_t)T * K, o = (size_t)t * K;
     int k = 0;
     WINO_DY(float8, LD8, ST8, 8)
@@ -155,17 +199,9 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
     const int k = (int)get_global_id(0), c = (int)get_global_id(1);
     if (k >= K || c >= C) return;
     const size_t CK = (size_t)C * K, o = (size_t)c * K + k;
-    float u[4][4];
-    for (int i = 0; i < 16; i++) u[i / 4][i % 4] = dU[i * CK + o];
-    float e[3][4];
-    for (int j = 0; j < 4; j++) {
-        e[0][j] = u[0][j] + 0.5f * (u[1][j] + u[2][j]);
-        e[1][j] = 0.5f * (u[1][j] - u[2][j]);
-        e[2][j] = 0.5f * (u[1][j] + u[2][j]) + u[3][j];
-    }
-    for (int a = 0; a < 3; a++) {
-        const float d[3] = {e[a][0] + 0.5f * (e[a][1] + e[a][2]), 0.5f * (e[a][1] - e[a][2]),
-                            0.5f * (e[a][1] + e[a][2]) + e[a][3]};
-        for (int b = 0; b < 3; b++) grads[woff + ((size_t)(a * 3 + b) * C + c) * K + k] += d[b];
-    }
+    float u[WN][WN], d[3][3];
+    for (int i = 0; i < WN * WN; i++) u[i / WN][i % WN] = dU[i * CK + o];
+    T2D(float, T_DW, WN, 3, d, u);
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) grads[woff + ((size_t)(a * 3 + b) * C + c) * K + k] += d[a][b];
 }

@@ -97,9 +97,11 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
     const float *W = P + L->w_off, *bias = P + L->b_off;
     if (L->type == CT_L_CONV)
-        assert_int_equal(L->wino, L->k == 3 && L->stride == 1 &&
-                                      (m->conv_algo == CT_CONV_WINOGRAD ||
-                                       (m->conv_algo == CT_CONV_AUTO && g_cl.is_cpu && L->ic >= 8)));
+        assert_int_equal(L->wino, L->k != 3 || L->stride != 1                                ? 0
+                                  : m->conv_algo == CT_CONV_WINOGRAD                         ? 2
+                                  : m->conv_algo == CT_CONV_WINOGRAD4                        ? 4
+                                  : m->conv_algo == CT_CONV_AUTO && g_cl.is_cpu && L->ic >= 8 ? 4
+                                                                                             : 0);
 
     /* forward */
     dev_poison(L->out, nout);
@@ -233,7 +235,7 @@ static int run_conv_cases(const conv_case *cases, size_t n, uint64_t seed, int f
                      t->relu ? "relu" : "linear");
             run_single(cfg, t->batch, t->B, first ? 0 : 1, seed + c, 1.0f);
         }
-        wino += g_conv_algo == CT_CONV_WINOGRAD && t->k == 3 && t->s == 1;
+        wino += (g_conv_algo == CT_CONV_WINOGRAD || g_conv_algo == CT_CONV_WINOGRAD4) && t->k == 3 && t->s == 1;
     }
     return wino;
 }
@@ -244,7 +246,7 @@ static void test_conv(void **state) {
     run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 100, 0);
 }
 
-/* --conv winograd: the same cases (3x3 stride-1 ones through Winograd, the
+/* --conv winograd and winograd4: the same cases (3x3 stride-1 ones through Winograd, the
  * others through im2col as before) and Winograd's own: odd sizes whose last
  * tile is cut, pads 0, 2 and 3, channel counts over a work-group, a partial
  * batch, and the conv as the first layer. */
@@ -261,11 +263,14 @@ static void test_conv_winograd(void **state) {
         {1, 1, 11, 6, 70, 66, 3, 1, 1, 0},
         {2, 2, 5, 4, 9, 5, 3, 1, 3, 1},    /* pad 3: the data gradient's pad is -1 */
     };
-    g_conv_algo = CT_CONV_WINOGRAD;
-    int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300, 0);
-    n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400, 1);
-    fprintf(stderr, "# %d cases ran as Winograd\n", n);
-    assert_int_equal(n, 5 + 7);
+    static const int algos[] = {CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
+    for (int a = 0; a < 2; a++) {
+        g_conv_algo = algos[a];
+        int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300 + 1000 * a, 0);
+        n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400 + 1000 * a, 1);
+        fprintf(stderr, "# F(%dx%d, 3x3): %d cases ran as Winograd\n", 2 + 2 * a, 2 + 2 * a, n);
+        assert_int_equal(n, 5 + 7);
+    }
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */
     g_conv_algo = CT_CONV_AUTO;
     run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 500, 0);

@@ -14,20 +14,25 @@ enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_D
 extern const char *const ct_layer_names[];
 enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
 /* --conv: how 3x3 stride-1 convolutions run (the others always use im2col +
- * GEMM). auto: Winograd on a CPU device for those with at least 8 input
- * channels (with fewer, its GEMMs are too thin to pay for the transforms:
- * cifar-cnn's first layer, 3 channels, ran 2.4x slower); on other devices
- * im2col until Winograd is measured there (tools/gpu-check.sh times both). */
-enum { CT_CONV_IM2COL = 0, CT_CONV_WINOGRAD = 1, CT_CONV_AUTO = 2 };
-static inline int ct_conv_is_winograd(int algo, int k, int stride, int ic, int is_cpu) {
-    return k == 3 && stride == 1 && (algo == CT_CONV_WINOGRAD || (algo == CT_CONV_AUTO && is_cpu && ic >= 8));
+ * GEMM): im2col + GEMM, Winograd F(2x2, 3x3) or F(4x4, 3x3). auto: Winograd
+ * F(4x4, 3x3) on a CPU device for those with at least 8 input channels (with
+ * fewer, its GEMMs are too thin to pay for the transforms: cifar-cnn's first
+ * layer, 3 channels, ran 2.4x slower); on other devices im2col until
+ * Winograd is measured there (tools/gpu-check.sh times both). */
+enum { CT_CONV_IM2COL = 0, CT_CONV_WINOGRAD = 1, CT_CONV_AUTO = 2, CT_CONV_WINOGRAD4 = 3 };
+/* the output tile side m of the layer's Winograd F(m x m, 3x3), or 0: im2col */
+static inline int ct_conv_wino_tile(int algo, int k, int stride, int ic, int is_cpu) {
+    if (k != 3 || stride != 1) return 0;
+    if (algo == CT_CONV_WINOGRAD) return 2;
+    if (algo == CT_CONV_WINOGRAD4 || (algo == CT_CONV_AUTO && is_cpu && ic >= 8)) return 4;
+    return 0;
 }
 
 typedef struct ct_layer {
     int type, act;             /* act: CT_ACT_LINEAR / CT_ACT_RELU, fused into the GEMM */
     int ih, iw, ic, oh, ow, oc; /* per-sample input and output shape */
     int k, stride, pad;         /* conv and pool window */
-    int wino;                   /* conv: runs as Winograd F(2x2, 3x3) (kernels/winograd.cl), not im2col + GEMM */
+    int wino;                   /* conv: 0, or m: runs as Winograd F(m x m, 3x3) (kernels/winograd.cl), not im2col + GEMM */
     float prob;                 /* dropout probability */
     size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer */
     int line;                   /* line of its section in the .cfg */
@@ -65,8 +70,10 @@ typedef struct ct_model {
     cl_program p_short;
     cl_kernel k_short_fwd, k_short_bwd;
     int conv_algo;              /* CT_CONV_*, set before ct_model_setup (0: im2col everywhere) */
-    cl_program p_wino;
-    cl_kernel k_wino_in, k_wino_w, k_wino_out, k_wino_dy, k_wino_dw;
+    struct ct_wino_kernels {    /* winograd.cl built for one tile size: [0] F(2x2, 3x3), [1] F(4x4, 3x3) */
+        cl_program p;
+        cl_kernel in, w, out, dy, dw;
+    } wino[2];
     cl_mem ws2, ws3;            /* Winograd's second and third workspaces (m->ws holds the first) */
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */

@@ -169,7 +169,7 @@ static int bench_kernels(const cli_opts *c) {
         totf[1] += fb;
         char desc[64];
         snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d%s", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh,
-                 L->ow, L->oc, L->wino ? " wino" : "");
+                 L->ow, L->oc, L->wino == 4 ? " wino4" : L->wino ? " wino" : "");
         for (int p = 0; p < 2; p++) kernel_row(p ? "" : desc, p ? "bwd" : "fwd", t[0][p], p ? fb : ff, limit, t[1][p]);
     }
     for (int p = 0; p < 2; p++) kernel_row(p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p], totf[p], limit, tot[1][p]);
@@ -263,11 +263,14 @@ static int bench_train(const cli_opts *c, int steps) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double cpu = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
     double ips = steps * B / t, gflops = ips * 3 * m.flops_fwd * 1e-9;
-    int nw = 0;
-    for (int i = 0; i < m.n_layers; i++) nw += m.layers[i].wino;
-    printf("cltrain bench train: model %s, batch %d, device %s (%s), gemm %s, conv %s (%d Winograd layers)\n", m.name, B,
-           cl.device_name, cl.platform_name, o->gemm == CT_GEMM_CLBLAST ? "clblast" : o->gemm == CT_GEMM_AUTO ? "auto" : "native",
-           o->conv == CT_CONV_IM2COL ? "im2col" : o->conv == CT_CONV_WINOGRAD ? "winograd" : "auto", nw);
+    int nw2 = 0, nw4 = 0;
+    for (int i = 0; i < m.n_layers; i++) nw2 += m.layers[i].wino == 2, nw4 += m.layers[i].wino == 4;
+    static const char *conv_names[] = {"im2col", "winograd", "auto", "winograd4"};
+    printf("cltrain bench train: model %s, batch %d, device %s (%s), gemm %s, conv %s (Winograd layers: %d F(2x2,3x3), "
+           "%d F(4x4,3x3))\n",
+           m.name, B, cl.device_name, cl.platform_name,
+           o->gemm == CT_GEMM_CLBLAST ? "clblast" : o->gemm == CT_GEMM_AUTO ? "auto" : "native", conv_names[o->conv], nw2,
+           nw4);
     printf("steady-state images/s: %.1f\n", ips);
     printf("fastest-step images/s: %.1f\n", B / fastest);
     printf("step time: %.2f ms over %d steps (fastest %.2f ms); %.1f MFLOP per image (fwd+bwd); achieved %.1f GFLOP/s\n",

@@ -353,12 +353,15 @@ static int build_kernels(ct_model *m, ct_cl *cl) {
     if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_short, "shortcut.cl", ""))) return rc;
-    if ((rc = ct_cl_build(cl, &m->p_wino, "winograd.cl", ""))) return rc;
-    m->k_wino_in = ct_cl_kernel(m->p_wino, "wino_in");
-    m->k_wino_w = ct_cl_kernel(m->p_wino, "wino_w");
-    m->k_wino_out = ct_cl_kernel(m->p_wino, "wino_out");
-    m->k_wino_dy = ct_cl_kernel(m->p_wino, "wino_dy");
-    m->k_wino_dw = ct_cl_kernel(m->p_wino, "wino_dw");
+    for (int v = 0; v < 2; v++) {
+        struct ct_wino_kernels *w = &m->wino[v];
+        if ((rc = ct_cl_build(cl, &w->p, "winograd.cl", v ? "-DWINO_M=4" : "-DWINO_M=2"))) return rc;
+        w->in = ct_cl_kernel(w->p, "wino_in");
+        w->w = ct_cl_kernel(w->p, "wino_w");
+        w->out = ct_cl_kernel(w->p, "wino_out");
+        w->dy = ct_cl_kernel(w->p, "wino_dy");
+        w->dw = ct_cl_kernel(w->p, "wino_dw");
+    }
     m->k_short_fwd = ct_cl_kernel(m->p_short, "shortcut_fwd");
     m->k_short_bwd = ct_cl_kernel(m->p_short, "shortcut_bwd");
     m->k_im2col = ct_cl_kernel(m->p_conv, "im2col");
@@ -489,10 +492,11 @@ void ct_model_free(ct_model *m) {
     cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
                       m->k_nonfinite, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
                       m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd,
-                      m->k_wino_in, m->k_wino_w, m->k_wino_out, m->k_wino_dy, m->k_wino_dw};
+                      m->wino[0].in, m->wino[0].w, m->wino[0].out, m->wino[0].dy, m->wino[0].dw,
+                      m->wino[1].in, m->wino[1].w, m->wino[1].out, m->wino[1].dy, m->wino[1].dw};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
-    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_bn, m->p_drop, m->p_short, m->p_wino};
+    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_bn, m->p_drop, m->p_short, m->wino[0].p, m->wino[1].p};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         if (ps[i]) clReleaseProgram(ps[i]);
     if (m->gemm.cl) ct_gemm_free(&m->gemm);

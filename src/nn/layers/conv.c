@@ -1,9 +1,9 @@
 /* nn/layers/conv.c: [conv] (alias [convolutional]): 2-D convolution as
  * im2col + GEMM with the bias and ReLU fused into the GEMM; weights
  * [k, k, ic, oc] (HWIO), bias [oc]. A 3x3 stride-1 convolution chosen by
- * --conv (ct_conv_is_winograd) runs as Winograd F(2x2, 3x3) instead:
- * transforms in kernels/winograd.cl around 16 GEMMs, forward and both
- * gradients.
+ * --conv (ct_conv_wino_tile) runs as Winograd F(2x2, 3x3) or F(4x4, 3x3)
+ * instead: transforms in kernels/winograd.cl around 16 or 36 GEMMs, forward
+ * and both gradients.
  * Kernels: kernels/conv.cl (im2col, col2im), kernels/winograd.cl and the
  * GEMM. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
@@ -31,28 +31,41 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
 
 static double flops(const ct_layer *L) { return 2.0 * L->oh * L->ow * L->oc * L->k * L->k * L->ic; }
 
-/* Winograd's tiles: 2x2 output tiles over oh x ow (forward, weight
- * gradient) and over ih x iw (data gradient), for a batch of B */
-static size_t tiles_out(const ct_layer *L, int B) { return (size_t)B * ((L->oh + 1) / 2) * ((L->ow + 1) / 2); }
-static size_t tiles_in(const ct_layer *L, int B) { return (size_t)B * ((L->ih + 1) / 2) * ((L->iw + 1) / 2); }
+/* Winograd F(m x m, 3x3) (L->wino = m): m x m output tiles over oh x ow
+ * (forward, weight gradient) and over ih x iw (data gradient), for a batch of
+ * B; n*n = (m + 2)^2 points in the transformed domain */
+static int wn2(const ct_layer *L) { return (L->wino + 2) * (L->wino + 2); }
+static int tiles_side(int side, int m) { return (side + m - 1) / m; }
+static size_t tiles_out(const ct_layer *L, int B) {
+    return (size_t)B * tiles_side(L->oh, L->wino) * tiles_side(L->ow, L->wino);
+}
+static size_t tiles_in(const ct_layer *L, int B) {
+    return (size_t)B * tiles_side(L->ih, L->wino) * tiles_side(L->iw, L->wino);
+}
+static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { return &m->wino[L->wino == 4]; }
 
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Work-groups of the per-tile kernels (wino_in, wino_out, wino_dy). Left to
+ * PoCL, F(4x4, 3x3)'s wino_in got 4096 work-items, each with several KiB of
+ * private tiles kept for the whole group on its thread's stack: a crash. */
+static const size_t tile_lws = 64;
 
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
     if (rows > n->ones) n->ones = rows;
-    L->wino = ct_conv_is_winograd(m->conv_algo, L->k, L->stride, L->ic, m->cl->is_cpu);
+    L->wino = ct_conv_wino_tile(m->conv_algo, L->k, L->stride, L->ic, m->cl->is_cpu);
     if (!L->wino) {
         if (rows * kk > n->ws) n->ws = rows * kk;
         return ct_layer_reserve_gemm(m, (int)rows, L->oc, (int)kk);
     }
     /* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
-    size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc;
-    size_t w1 = 16 * max2(T * C, T2 * K), w2 = 16 * max2(T * K, T2 * C), w3 = 16 * C * K;
+    size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
+    size_t w1 = P * max2(T * C, T2 * K), w2 = P * max2(T * K, T2 * C), w3 = P * C * K;
     if (w1 > n->ws) n->ws = w1;
     if (w2 > n->ws2) n->ws2 = w2;
     if (w3 > n->ws3) n->ws3 = w3;
-    if (T > INT_MAX / 16 || T2 > INT_MAX / 16)
+    if (T > INT_MAX / P || T2 > INT_MAX / P)
         return ct_fail(CT_EINPUT, "layer at line %d: %zu Winograd tiles for a batch of %d; use a smaller --batch",
                        L->line, T > T2 ? T : T2, batch);
     int rc;
@@ -62,61 +75,65 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     return ct_gemm_reserve(&m->gemm, 0, 0, (int)T2, L->ic, L->oc);                /* data gradient */
 }
 
-/* V [16][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into ws */
-static void wino_in(ct_model *m, cl_mem x, int H, int W, int C, int pad, int OH, int OW, int B) {
-    int TH = (OH + 1) / 2, TW = (OW + 1) / 2, T = B * TH * TW;
-    ct_kargs(m->k_wino_in, m->ws, x, H, W, C, pad, TH, TW, T);
+/* V [n*n][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into ws */
+static void wino_in(ct_model *m, const ct_layer *L, cl_mem x, int H, int W, int C, int pad, int OH, int OW, int B) {
+    int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
+    cl_kernel k = wk(m, L)->in;
+    ct_kargs(k, m->ws, x, H, W, C, pad, TH, TW, T);
     size_t gws = (size_t)T;
-    ct_cl_run(m->cl, m->k_wino_in, "wino_in", 1, &gws, NULL);
+    ct_cl_run(m->cl, k, "wino_in", 1, &gws, &tile_lws);
 }
 
-/* the 16 GEMMs M[xi] (T x N) = V[xi] (T x Kd) * U[xi] (Kd x N): ws * ws3 -> ws2 */
-static void wino_gemms(ct_model *m, int T, int N, int Kd) {
-    for (size_t xi = 0; xi < 16; xi++)
+/* the n*n GEMMs M[xi] (T x N) = V[xi] (T x Kd) * U[xi] (Kd x N): ws * ws3 -> ws2 */
+static void wino_gemms(ct_model *m, const ct_layer *L, int T, int N, int Kd) {
+    for (size_t xi = 0; xi < (size_t)wn2(L); xi++)
         ct_gemm_run(&m->gemm, 0, 0, T, N, Kd, 1.0f, m->ws, xi * T * Kd, Kd, m->ws3, xi * Kd * N, N, 0.0f, m->ws2,
                     xi * T * N, N, NULL, 0, 0);
 }
 
 /* y [B, OH, OW, N] = A^T M A (+ bias, act) from ws2 */
-static void wino_out(ct_model *m, cl_mem y, int has_bias, int boff, int act, int OH, int OW, int N, int B) {
-    int TH = (OH + 1) / 2, TW = (OW + 1) / 2, T = B * TH * TW;
-    ct_kargs(m->k_wino_out, y, m->ws2, m->params, boff, has_bias, act, OH, OW, N, TH, TW, T);
+static void wino_out(ct_model *m, const ct_layer *L, cl_mem y, int has_bias, int act, int OH, int OW, int N, int B) {
+    int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
+    cl_kernel k = wk(m, L)->out;
+    ct_kargs(k, y, m->ws2, m->params, (int)L->b_off, has_bias, act, OH, OW, N, TH, TW, T);
     size_t gws = (size_t)T;
-    ct_cl_run(m->cl, m->k_wino_out, "wino_out", 1, &gws, NULL);
+    ct_cl_run(m->cl, k, "wino_out", 1, &gws, &tile_lws);
 }
 
 static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
-    ct_kargs(m->k_wino_w, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
+    cl_kernel k = wk(m, L)->w;
+    ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
     size_t gws[2] = {(size_t)L->oc, (size_t)L->ic};
-    ct_cl_run(m->cl, m->k_wino_w, "wino_w", 2, gws, NULL);
+    ct_cl_run(m->cl, k, "wino_w", 2, gws, NULL);
 }
 
 static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     wino_weights(m, L, 0);
-    wino_in(m, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
-    wino_gemms(m, (int)tiles_out(L, B), L->oc, L->ic);
-    wino_out(m, L->out, 1, (int)L->b_off, L->act, L->oh, L->ow, L->oc, B);
+    wino_in(m, L, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
+    wino_gemms(m, L, (int)tiles_out(L, B), L->oc, L->ic);
+    wino_out(m, L, L->out, 1, L->act, L->oh, L->ow, L->oc, B);
 }
 
 /* dW += G^T (sum over tiles of V .* A dY A^T) G; dx = the data gradient's
  * Winograd convolution of dy (pad 2 - pad, weights turned, C and K swapped) */
 static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
-    int T = (int)tiles_out(L, B), TH = (L->oh + 1) / 2, TW = (L->ow + 1) / 2, C = L->ic, K = L->oc;
-    wino_in(m, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
-    ct_kargs(m->k_wino_dy, m->ws2, dy, L->oh, L->ow, K, TH, TW, T);
+    int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
+    const struct ct_wino_kernels *w = wk(m, L);
+    wino_in(m, L, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
+    ct_kargs(w->dy, m->ws2, dy, L->oh, L->ow, K, TH, TW, T);
     size_t gws = (size_t)T;
-    ct_cl_run(m->cl, m->k_wino_dy, "wino_dy", 1, &gws, NULL);
-    for (size_t xi = 0; xi < 16; xi++)
+    ct_cl_run(m->cl, w->dy, "wino_dy", 1, &gws, &tile_lws);
+    for (size_t xi = 0; xi < (size_t)wn2(L); xi++)
         ct_gemm_run(&m->gemm, 1, 0, C, K, T, 1.0f, m->ws, xi * T * C, C, m->ws2, xi * T * K, K, 0.0f, m->ws3,
                     xi * C * K, K, NULL, 0, 0);
-    ct_kargs(m->k_wino_dw, m->grads, (int)L->w_off, m->ws3, C, K);
+    ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws3, C, K);
     size_t gw[2] = {(size_t)K, (size_t)C};
-    ct_cl_run(m->cl, m->k_wino_dw, "wino_dw", 2, gw, NULL);
+    ct_cl_run(m->cl, w->dw, "wino_dw", 2, gw, NULL);
     if (!L->dx) return;
     wino_weights(m, L, 1);
-    wino_in(m, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
-    wino_gemms(m, (int)tiles_in(L, B), C, K);
-    wino_out(m, L->dx, 0, 0, 0, L->ih, L->iw, C, B);
+    wino_in(m, L, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
+    wino_gemms(m, L, (int)tiles_in(L, B), C, K);
+    wino_out(m, L, L->dx, 0, 0, L->ih, L->iw, C, B);
 }
 
 static void run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
