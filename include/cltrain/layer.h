@@ -34,8 +34,12 @@ typedef struct ct_key { const char *name; int type, lo, hi; size_t off; } ct_key
 
 /* What ct_model_setup must size for all layers together: the im2col
  * workspace (floats), the ones vector, the batch-norm partial sums, and
- * Winograd's two further workspaces (floats; 0: none). */
-typedef struct ct_needs { size_t ws, ones, bn_part, ws2, ws3; } ct_needs;
+ * Winograd's two further workspaces (floats; 0: none); and a running total
+ * of what layers have allocated for themselves to keep (bytes). */
+typedef struct ct_needs {
+    size_t ws, ones, bn_part, ws2, ws3;
+    size_t kept;                /* bytes of per-layer buffers kept between forward and backward so far */
+} ct_needs;
 
 typedef struct ct_layer_ops {
     int type;                  /* its CT_L_* value (checked against its table slot) */

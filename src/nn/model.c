@@ -481,6 +481,7 @@ void ct_model_free(ct_model *m) {
         ct_cl_release(&m->layers[i].dx);
         ct_cl_release(&m->layers[i].bn_stats);
         ct_cl_release(&m->layers[i].bn_sums);
+        ct_cl_release(&m->layers[i].wino_v);
     }
     ct_cl_release(&m->bn_p1);
     ct_cl_release(&m->bn_p2);

@@ -46,6 +46,12 @@ static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { 
 
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
 
+/* The forward's V is kept for the weight gradient, which then skips one of
+ * its two input transforms, while all the layers' V fit this budget (80 MB
+ * for cifar-cnn at batch 128; the first layers of a 128x128 VGG would take
+ * gigabytes, and recompute). */
+#define WINO_KEEP_BYTES ((size_t)1 << 30)
+
 /* Work-groups of the per-tile kernels (wino_in, wino_out, wino_dy). Left to
  * PoCL, F(4x4, 3x3)'s wino_in got 4096 work-items, each with several KiB of
  * private tiles kept for the whole group on its thread's stack: a crash. */
@@ -69,25 +75,33 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
         return ct_fail(CT_EINPUT, "layer at line %d: %zu Winograd tiles for a batch of %d; use a smaller --batch",
                        L->line, T > T2 ? T : T2, batch);
     int rc;
+    size_t keep = P * T * C * sizeof(float);
+    if (n->kept + keep <= WINO_KEEP_BYTES) {
+        char what[64];
+        snprintf(what, sizeof what, "layer %d Winograd input tiles", (int)(L - m->layers));
+        if ((rc = ct_cl_alloc(m->cl, &L->wino_v, keep, what))) return rc;
+        n->kept += keep;
+    }
     if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, (int)rows))) return rc;    /* bias gradient */
     if ((rc = ct_gemm_reserve(&m->gemm, 0, 0, (int)T, L->oc, L->ic))) return rc;  /* forward */
     if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, L->ic, L->oc, (int)T))) return rc;  /* weight gradient */
     return ct_gemm_reserve(&m->gemm, 0, 0, (int)T2, L->ic, L->oc);                /* data gradient */
 }
 
-/* V [n*n][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into ws */
-static void wino_in(ct_model *m, const ct_layer *L, cl_mem x, int H, int W, int C, int pad, int OH, int OW, int B) {
+/* V [n*n][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into V */
+static void wino_in(ct_model *m, const ct_layer *L, cl_mem V, cl_mem x, int H, int W, int C, int pad, int OH, int OW,
+                    int B) {
     int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
     cl_kernel k = wk(m, L)->in;
-    ct_kargs(k, m->ws, x, H, W, C, pad, TH, TW, T);
+    ct_kargs(k, V, x, H, W, C, pad, TH, TW, T);
     size_t gws = (size_t)T;
     ct_cl_run(m->cl, k, "wino_in", 1, &gws, &tile_lws);
 }
 
-/* the n*n GEMMs M[xi] (T x N) = V[xi] (T x Kd) * U[xi] (Kd x N): ws * ws3 -> ws2 */
-static void wino_gemms(ct_model *m, const ct_layer *L, int T, int N, int Kd) {
+/* the n*n GEMMs M[xi] (T x N) = V[xi] (T x Kd) * U[xi] (Kd x N): V * ws3 -> ws2 */
+static void wino_gemms(ct_model *m, const ct_layer *L, cl_mem V, int T, int N, int Kd) {
     for (size_t xi = 0; xi < (size_t)wn2(L); xi++)
-        ct_gemm_run(&m->gemm, 0, 0, T, N, Kd, 1.0f, m->ws, xi * T * Kd, Kd, m->ws3, xi * Kd * N, N, 0.0f, m->ws2,
+        ct_gemm_run(&m->gemm, 0, 0, T, N, Kd, 1.0f, V, xi * T * Kd, Kd, m->ws3, xi * Kd * N, N, 0.0f, m->ws2,
                     xi * T * N, N, NULL, 0, 0);
 }
 
@@ -108,31 +122,34 @@ static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
 }
 
 static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
+    cl_mem V = L->wino_v ? L->wino_v : m->ws;
     wino_weights(m, L, 0);
-    wino_in(m, L, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
-    wino_gemms(m, L, (int)tiles_out(L, B), L->oc, L->ic);
+    wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
+    wino_gemms(m, L, V, (int)tiles_out(L, B), L->oc, L->ic);
     wino_out(m, L, L->out, 1, L->act, L->oh, L->ow, L->oc, B);
 }
 
-/* dW += G^T (sum over tiles of V .* A dY A^T) G; dx = the data gradient's
- * Winograd convolution of dy (pad 2 - pad, weights turned, C and K swapped) */
+/* dW += G^T (sum over tiles of V .* A dY A^T) G (V: the forward's, when
+ * kept); dx = the data gradient's Winograd convolution of dy (pad 2 - pad,
+ * weights turned, C and K swapped). x is the input of the last forward. */
 static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
     int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
-    wino_in(m, L, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
+    cl_mem V = L->wino_v;
+    if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
     ct_kargs(w->dy, m->ws2, dy, L->oh, L->ow, K, TH, TW, T);
     size_t gws = (size_t)T;
     ct_cl_run(m->cl, w->dy, "wino_dy", 1, &gws, &tile_lws);
     for (size_t xi = 0; xi < (size_t)wn2(L); xi++)
-        ct_gemm_run(&m->gemm, 1, 0, C, K, T, 1.0f, m->ws, xi * T * C, C, m->ws2, xi * T * K, K, 0.0f, m->ws3,
+        ct_gemm_run(&m->gemm, 1, 0, C, K, T, 1.0f, V, xi * T * C, C, m->ws2, xi * T * K, K, 0.0f, m->ws3,
                     xi * C * K, K, NULL, 0, 0);
     ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws3, C, K);
     size_t gw[2] = {(size_t)K, (size_t)C};
     ct_cl_run(m->cl, w->dw, "wino_dw", 2, gw, NULL);
     if (!L->dx) return;
     wino_weights(m, L, 1);
-    wino_in(m, L, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
-    wino_gemms(m, L, (int)tiles_in(L, B), C, K);
+    wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
+    wino_gemms(m, L, m->ws, (int)tiles_in(L, B), C, K);
     wino_out(m, L, L->dx, 0, 0, L->ih, L->iw, C, B);
 }
 
