@@ -574,8 +574,8 @@ void ct_model_backward(ct_model *m, int B, void (*on_layer_done)(void *ctx, int 
 void ct_model_zero_grad(ct_model *m) { ct_cl_fill0(m->cl, m->grads, 0, m->n_params * 4); }
 
 static void enqueue_nonfinite(ct_model *m, cl_mem x, size_t off, size_t n) {
-    int io = (int)off, in = (int)n;
-    ct_kargs(m->k_nonfinite, m->flag, x, io, in);
+    int io = (int)off, in = (int)n, contiguous = m->cl->is_cpu;
+    ct_kargs(m->k_nonfinite, m->flag, x, io, in, contiguous);
     size_t gws = 1024;
     ct_cl_run(m->cl, m->k_nonfinite, "nonfinite", 1, &gws, NULL);
 }
