@@ -2,52 +2,63 @@
  * [M = B*H*W, C]. Per-channel sums are taken in two stages: bn_reduce gives
  * one partial sum per (chunk of rows, channel) -- a work-group is all the
  * channels of one chunk, which stays in cache -- and bn_stats / bn_grads
- * combine the chunks. Two passes (mean, then squared deviations) rather than
- * sum and sum of squares, which cancel badly in float.
+ * combine the chunks. The variance is not sum of squares minus squared sum,
+ * which cancels badly in float: each chunk (64 rows, in cache) gives its sum
+ * and its squared deviations from its own mean, and bn_stats combines those
+ * exactly (Chan, Golub and LeVeque 1979), so one pass over x does.
  * Reference: src/ref/bn.c; tests: tests/test_bn.c. */
 
-/* mode 0: p1 = sum x; mode 1: p1 = sum (x - mean)^2;
- * mode 2: p1 = sum dy, p2 = sum dy * xhat. gws = (C, chunks) */
+/* mode 0: p1 = sum x, p2 = sum (x - mean of the chunk)^2 over the chunk's
+ * rows; mode 2: p1 = sum dy, p2 = sum dy * xhat. gws = (C, chunks) */
 __kernel void bn_reduce(__global float *p1, __global float *p2, __global const float *x, __global const float *dy,
                         __global const float *stats, const int M, const int C, const int chunk, const int mode) {
     const int c = (int)get_global_id(0), k = (int)get_global_id(1);
     if (c >= C) return;
     const int r0 = k * chunk, r1 = min(M, r0 + chunk);
-    const float mean = mode ? stats[c] : 0.0f, invstd = mode == 2 ? stats[C + c] : 0.0f;
     float s1 = 0.0f, s2 = 0.0f;
-    for (int r = r0; r < r1; r++) {
-        const float v = x[(size_t)r * C + c];
-        if (mode == 0) s1 += v;
-        else if (mode == 1) s1 += (v - mean) * (v - mean);
-        else {
+    if (mode == 0) {
+        for (int r = r0; r < r1; r++) s1 += x[(size_t)r * C + c];
+        const float mean = s1 / (r1 - r0);
+        for (int r = r0; r < r1; r++) {
+            const float d = x[(size_t)r * C + c] - mean;
+            s2 += d * d;
+        }
+    } else {
+        const float mean = stats[c], invstd = stats[C + c];
+        for (int r = r0; r < r1; r++) {
             const float g = dy[(size_t)r * C + c];
             s1 += g;
-            s2 += g * (v - mean) * invstd;
+            s2 += g * (x[(size_t)r * C + c] - mean) * invstd;
         }
     }
     p1[(size_t)k * C + c] = s1;
-    if (mode == 2) p2[(size_t)k * C + c] = s2;
+    p2[(size_t)k * C + c] = s2;
 }
 
-/* stats = [mean[C], invstd[C]]. pass 0: mean from the partial sums; pass 1:
- * invstd from the partial squared deviations, and the running averages
- * (mean at run[offMean], unbiased variance at run[offVar]: the offsets of
- * ct_bn_layout, include/cltrain/layer.h) updated with momentum. gws = (C) */
-__kernel void bn_stats(__global float *stats, __global const float *p1, const int chunks, const int M, const int C,
-                       const int pass, const float eps, const float momentum, __global float *run, const int offMean,
-                       const int offVar) {
+/* stats = [mean[C], invstd[C]] from bn_reduce's mode-0 partials: the mean,
+ * then the squared deviations as the sum over chunks of their own plus
+ * n_k (mean_k - mean)^2; and the running averages (mean at run[offMean],
+ * unbiased variance at run[offVar]: the offsets of ct_bn_layout,
+ * include/cltrain/layer.h) updated with momentum. gws = (C) */
+__kernel void bn_stats(__global float *stats, __global const float *p1, __global const float *p2, const int chunks,
+                       const int chunk, const int M, const int C, const float eps, const float momentum,
+                       __global float *run, const int offMean, const int offVar) {
     const int c = (int)get_global_id(0);
     if (c >= C) return;
     float s = 0.0f;
     for (int k = 0; k < chunks; k++) s += p1[(size_t)k * C + c];
-    if (pass == 0) {
-        stats[c] = s / M;
-    } else {
-        const float var = s / M;
-        stats[C + c] = rsqrt(var + eps);
-        run[offMean + c] = (1.0f - momentum) * run[offMean + c] + momentum * stats[c];
-        run[offVar + c] = (1.0f - momentum) * run[offVar + c] + momentum * var * M / max(M - 1, 1);
+    const float mean = s / M;
+    float q = 0.0f;
+    for (int k = 0; k < chunks; k++) {
+        const int nk = min(chunk, M - k * chunk);
+        const float d = p1[(size_t)k * C + c] / nk - mean;
+        q += p2[(size_t)k * C + c] + nk * d * d;
     }
+    const float var = q / M;
+    stats[c] = mean;
+    stats[C + c] = rsqrt(var + eps);
+    run[offMean + c] = (1.0f - momentum) * run[offMean + c] + momentum * mean;
+    run[offVar + c] = (1.0f - momentum) * run[offVar + c] + momentum * var * M / max(M - 1, 1);
 }
 
 /* Evaluation: stats from the running averages (mean at run[offMean], variance at run[offVar]). gws = (C) */

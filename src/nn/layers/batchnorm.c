@@ -37,13 +37,12 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     int offM = (int)p.mean, offV = (int)p.var;
     size_t g1 = (size_t)C, g2[2] = {(size_t)C, (size_t)chunks}, ge[2] = {(size_t)C, (size_t)M};
     if (m->training) {
-        for (int pass = 0; pass < 2; pass++) {
-            int mode = pass;
-            ct_kargs(m->k_bn_reduce, m->bn_p1, m->bn_p2, x, x, L->bn_stats, M, C, chunk, mode);
-            ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
-            ct_kargs(m->k_bn_stats, L->bn_stats, m->bn_p1, chunks, M, C, pass, BN_EPS, BN_MOMENTUM, m->params, offM, offV);
-            ct_cl_run(m->cl, m->k_bn_stats, "bn_stats", 1, &g1, NULL);
-        }
+        int mode = 0;
+        ct_kargs(m->k_bn_reduce, m->bn_p1, m->bn_p2, x, x, L->bn_stats, M, C, chunk, mode);
+        ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
+        ct_kargs(m->k_bn_stats, L->bn_stats, m->bn_p1, m->bn_p2, chunks, chunk, M, C, BN_EPS, BN_MOMENTUM, m->params, offM,
+                 offV);
+        ct_cl_run(m->cl, m->k_bn_stats, "bn_stats", 1, &g1, NULL);
     } else {
         ct_kargs(m->k_bn_stats_eval, L->bn_stats, m->params, offM, offV, C, BN_EPS);
         ct_cl_run(m->cl, m->k_bn_stats_eval, "bn_stats_eval", 1, &g1, NULL);
