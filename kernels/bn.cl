@@ -9,31 +9,41 @@
  * Reference: src/ref/bn.c; tests: tests/test_bn.c. */
 
 /* mode 0: p1 = sum x, p2 = sum (x - mean of the chunk)^2 over the chunk's
- * rows; mode 2: p1 = sum dy, p2 = sum dy * xhat. gws = (C, chunks) */
-__kernel void bn_reduce(__global float *p1, __global float *p2, __global const float *x, __global const float *dy,
-                        __global const float *stats, const int M, const int C, const int chunk, const int mode) {
-    const int c = (int)get_global_id(0), k = (int)get_global_id(1);
-    if (c >= C) return;
-    const int r0 = k * chunk, r1 = min(M, r0 + chunk);
-    float s1 = 0.0f, s2 = 0.0f;
-    if (mode == 0) {
-        for (int r = r0; r < r1; r++) s1 += x[(size_t)r * C + c];
-        const float mean = s1 / (r1 - r0);
-        for (int r = r0; r < r1; r++) {
-            const float d = x[(size_t)r * C + c] - mean;
-            s2 += d * d;
-        }
-    } else {
-        const float mean = stats[c], invstd = stats[C + c];
-        for (int r = r0; r < r1; r++) {
-            const float g = dy[(size_t)r * C + c];
-            s1 += g;
-            s2 += g * (x[(size_t)r * C + c] - mean) * invstd;
-        }
+ * rows; mode 2: p1 = sum dy, p2 = sum dy * xhat. gws = (C / VW, chunks):
+ * bn_reduce8 (C a multiple of 8) reads eight channels of a row at once, the
+ * same sums lane by lane; a scalar work-item per channel read one float of
+ * every 128-byte row and ran at 3 GB/s on PoCL. */
+#define BN_REDUCE(NAME, VT, LD, ST, VW)                                                                  \
+    __kernel void NAME(__global float *p1, __global float *p2, __global const float *x, __global const float *dy, \
+                       __global const float *stats, const int M, const int C, const int chunk, const int mode) { \
+        const int c = (int)get_global_id(0) * VW, k = (int)get_global_id(1);                            \
+        if (c >= C) return;                                                                              \
+        const int r0 = k * chunk, r1 = min(M, r0 + chunk);                                               \
+        VT s1 = (VT)(0.0f), s2 = (VT)(0.0f);                                                             \
+        if (mode == 0) {                                                                                 \
+            for (int r = r0; r < r1; r++) s1 += LD(x + (size_t)r * C + c);                               \
+            const VT mean = s1 / (float)(r1 - r0);                                                       \
+            for (int r = r0; r < r1; r++) {                                                              \
+                const VT d = LD(x + (size_t)r * C + c) - mean;                                           \
+                s2 += d * d;                                                                             \
+            }                                                                                            \
+        } else {                                                                                         \
+            const VT mean = LD(stats + c), invstd = LD(stats + C + c);                                   \
+            for (int r = r0; r < r1; r++) {                                                              \
+                const VT g = LD(dy + (size_t)r * C + c);                                                 \
+                s1 += g;                                                                                 \
+                s2 += g * (LD(x + (size_t)r * C + c) - mean) * invstd;                                   \
+            }                                                                                            \
+        }                                                                                                \
+        ST(s1, p1 + (size_t)k * C + c);                                                                  \
+        ST(s2, p2 + (size_t)k * C + c);                                                                  \
     }
-    p1[(size_t)k * C + c] = s1;
-    p2[(size_t)k * C + c] = s2;
-}
+#define LD1(p) (*(p))
+#define ST1(v, p) (*(p) = (v))
+#define LD8(p) vload8(0, (p))
+#define ST8(v, p) vstore8((v), 0, (p))
+BN_REDUCE(bn_reduce, float, LD1, ST1, 1)
+BN_REDUCE(bn_reduce8, float8, LD8, ST8, 8)
 
 /* stats = [mean[C], invstd[C]] from bn_reduce's mode-0 partials: the mean,
  * then the squared deviations as the sum over chunks of their own plus

@@ -136,7 +136,7 @@ static void test_device_vs_reference(void **state) {
     CT_NEED_CL();
     check_bn(1, 1, 1, 5, 0, 1);    /* one row */
     check_bn(4, 5, 7, 3, 0, 2);    /* 140 rows: three chunks, the last partial */
-    check_bn(2, 6, 6, 16, 1, 3);
+    check_bn(2, 6, 6, 16, 1, 3);   /* C 8 and 16: bn_reduce8; 5, 3 and 33: the scalar bn_reduce */
     check_bn(3, 1, 1, 33, 1, 4);   /* after a dense layer */
     check_bn(8, 12, 12, 8, 1, 5);  /* 1152 rows, 18 chunks */
     /* a mean 300 times the spread: sum of squares minus squared sum would

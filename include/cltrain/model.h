@@ -64,7 +64,7 @@ typedef struct ct_model {
     cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
     cl_kernel k_gather;
     cl_program p_bn;
-    cl_kernel k_bn_reduce, k_bn_stats, k_bn_stats_eval, k_bn_fwd, k_bn_grads, k_bn_dx;
+    cl_kernel k_bn_reduce, k_bn_reduce8, k_bn_stats, k_bn_stats_eval, k_bn_fwd, k_bn_grads, k_bn_dx;
     cl_mem bn_p1, bn_p2;        /* per-chunk partial sums, shared by the batch-norm layers */
     cl_program p_drop;
     cl_kernel k_drop_fwd, k_drop_bwd, k_avg_fwd, k_avg_bwd;

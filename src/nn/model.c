@@ -375,6 +375,7 @@ static int build_kernels(ct_model *m, ct_cl *cl) {
     m->k_avg_fwd = ct_cl_kernel(m->p_pool, "avgpool_fwd");
     m->k_avg_bwd = ct_cl_kernel(m->p_pool, "avgpool_bwd");
     m->k_bn_reduce = ct_cl_kernel(m->p_bn, "bn_reduce");
+    m->k_bn_reduce8 = ct_cl_kernel(m->p_bn, "bn_reduce8");
     m->k_bn_stats = ct_cl_kernel(m->p_bn, "bn_stats");
     m->k_bn_stats_eval = ct_cl_kernel(m->p_bn, "bn_stats_eval");
     m->k_bn_fwd = ct_cl_kernel(m->p_bn, "bn_fwd");
@@ -492,7 +493,7 @@ void ct_model_free(ct_model *m) {
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
     cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
                       m->k_nonfinite, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
-                      m->k_bn_reduce, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd,
+                      m->k_bn_reduce, m->k_bn_reduce8, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd,
                       m->wino[0].in, m->wino[0].w, m->wino[0].out, m->wino[0].dy, m->wino[0].dw,
                       m->wino[1].in, m->wino[1].w, m->wino[1].out, m->wino[1].dy, m->wino[1].dw};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)

@@ -30,16 +30,23 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     return rc;
 }
 
+/* bn_reduce's partial sums into bn_p1, bn_p2 (mode 0: of x; 2: of dy and dy*xhat) */
+static void reduce(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int M, int mode) {
+    int C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK, vw = C % 8 ? 1 : 8;
+    cl_kernel k = vw == 8 ? m->k_bn_reduce8 : m->k_bn_reduce;
+    ct_kargs(k, m->bn_p1, m->bn_p2, x, dy, L->bn_stats, M, C, chunk, mode);
+    size_t g2[2] = {(size_t)(C / vw), (size_t)chunks};
+    ct_cl_run(m->cl, k, "bn_reduce", 2, g2, NULL);
+}
+
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
     ct_bn_slices p = ct_bn_layout(L);
     int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK;
     int offM = (int)p.mean, offV = (int)p.var;
-    size_t g1 = (size_t)C, g2[2] = {(size_t)C, (size_t)chunks}, ge[2] = {(size_t)C, (size_t)M};
+    size_t g1 = (size_t)C, ge[2] = {(size_t)C, (size_t)M};
     if (m->training) {
-        int mode = 0;
-        ct_kargs(m->k_bn_reduce, m->bn_p1, m->bn_p2, x, x, L->bn_stats, M, C, chunk, mode);
-        ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
+        reduce(m, L, x, x, M, 0);
         ct_kargs(m->k_bn_stats, L->bn_stats, m->bn_p1, m->bn_p2, chunks, chunk, M, C, BN_EPS, BN_MOMENTUM, m->params, offM,
                  offV);
         ct_cl_run(m->cl, m->k_bn_stats, "bn_stats", 1, &g1, NULL);
@@ -54,10 +61,9 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     ct_bn_slices p = ct_bn_layout(L);
-    int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK, mode = 2;
-    size_t g1 = (size_t)C, g2[2] = {(size_t)C, (size_t)chunks}, ge[2] = {(size_t)C, (size_t)M};
-    ct_kargs(m->k_bn_reduce, m->bn_p1, m->bn_p2, x, dy, L->bn_stats, M, C, chunk, mode);
-    ct_cl_run(m->cl, m->k_bn_reduce, "bn_reduce", 2, g2, NULL);
+    int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK;
+    size_t g1 = (size_t)C, ge[2] = {(size_t)C, (size_t)M};
+    reduce(m, L, x, dy, M, 2);
     ct_kargs(m->k_bn_grads, L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)p.gamma, (int)p.beta);
     ct_cl_run(m->cl, m->k_bn_grads, "bn_grads", 1, &g1, NULL);
     if (L->dx) {
