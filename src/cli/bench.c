@@ -142,8 +142,9 @@ static int bench_kernels(const cli_opts *c) {
     printf("%-34s %-4s %10s %9s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "CLBlast ms", "GFLOP/s", "ours/CLB");
     for (int i = 0; i < m.n_layers; i++)
         if (m.layers[i].wino) {
-            printf("('wino': a Winograd layer (--conv); its GFLOP/s and limit count the direct convolution's FLOPs,\n"
-                   " 2.25x the multiplies it makes; the CLBlast columns run its 16 GEMMs through CLBlast)\n");
+            printf("('wino4', 'wino': a Winograd F(4x4,3x3) or F(2x2,3x3) layer (--conv); its GFLOP/s and limit count\n"
+                   " the direct convolution's FLOPs, 4x or 2.25x the multiplies it makes; the CLBlast columns run its\n"
+                   " 36 or 16 GEMMs through CLBlast)\n");
             break;
         }
     /* one real step first, so every layer's dy holds real gradients: never-written
