@@ -5,16 +5,22 @@
  * evaluation), tests/test_tboard.c and tests/checkpoint.sh (saves, signals). */
 #include "loop.h"
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t g_signal;
+/* The handler may run on any thread that does not block the signal (Open
+ * MPI's and PMIx's threads included), not only the training loop's: a
+ * volatile sig_atomic_t is only defined for a handler on the same thread, so
+ * the flag is a lock-free atomic (async-signal-safe in C11), released by the
+ * handler and acquired by the loop. */
+static atomic_int g_signal;
 static struct sigaction g_sa_old[2];
-static void on_signal(int sig) { g_signal = sig; }
+static void on_signal(int sig) { atomic_store_explicit(&g_signal, sig, memory_order_release); }
 
 void ct_signals_install(void) {
     /* Ctrl-C / SIGTERM: finish the step, save, stop; a second one kills at once */
-    g_signal = 0;
+    atomic_store_explicit(&g_signal, 0, memory_order_relaxed);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -29,7 +35,7 @@ void ct_signals_restore(void) {
     sigaction(SIGTERM, &g_sa_old[1], NULL);
 }
 
-int ct_signal_pending(void) { return g_signal != 0; }
+int ct_signal_pending(void) { return atomic_load_explicit(&g_signal, memory_order_acquire) != 0; }
 
 /* " all-reduce X ms/step (Y% hidden)" over the interval since *since, or "" alone */
 static const char *ar_note(const ct_grad_sync *g, const ct_grad_sync *since, char *buf, size_t size) {
@@ -134,7 +140,8 @@ static int hook_checkpoint(ct_loop *L, const ct_step_info *si) {
 
 static int hook_signal(ct_loop *L, const ct_step_info *si) {
     if (!si->stop) return 0;
-    int sig = g_signal ? g_signal : SIGTERM; /* another rank got it */
+    int sig = atomic_load_explicit(&g_signal, memory_order_acquire);
+    if (!sig) sig = SIGTERM; /* another rank got it */
     L->res->signal = sig;
     return ct_fail(CT_EINTR, "stopped by %s after step %lld%s%s", sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)si->g + 1,
                    L->o.checkpoint ? "; saved " : "", L->o.checkpoint ? L->o.checkpoint : "");
