@@ -3,7 +3,7 @@
 # and a database written; a database entry must change the kernel a shape
 # runs; a damaged database, or one from another device, driver or kernel
 # source, must be ignored with one line saying why while the run goes on
-# with the defaults; a variant over the device's local memory is skipped
+# with the defaults; a variant past the device's local memory or work-group limit is skipped
 # with a message; bad --budget and CLTRAIN_GEMM values exit 2. Prints TAP.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
