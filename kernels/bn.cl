@@ -38,10 +38,6 @@
         ST(s1, p1 + (size_t)k * C + c);                                                                  \
         ST(s2, p2 + (size_t)k * C + c);                                                                  \
     }
-#define LD1(p) (*(p))
-#define ST1(v, p) (*(p) = (v))
-#define LD8(p) vload8(0, (p))
-#define ST8(v, p) vstore8((v), 0, (p))
 BN_REDUCE(bn_reduce, float, LD1, ST1, 1)
 BN_REDUCE(bn_reduce8, float8, LD8, ST8, 8)
 

@@ -83,11 +83,7 @@
 /* The transforms move whole channel runs per tile, as im2col does: eight
  * channels at a time (float8), then the rest one by one. A work-item per
  * (channel, tile) left PoCL scalar code with strided stores, and the
- * transforms took three times the GEMMs. */
-#define LD8(p) vload8(0, (p))
-#define ST8(v, p) vstore8((v), 0, (p))
-#define LD1(p) (*(p))
-#define ST1(v, p) (*(p) = (v))
+ * transforms took three times the GEMMs. (LD8, ST8, LD1, ST1: prelude.cl.) */
 
 /* the tile of work-item t: t = (b*TH + th)*TW + tw */
 #define TILE_OF(t)                                                                                       \
