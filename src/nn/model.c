@@ -353,15 +353,6 @@ static int build_kernels(ct_model *m, ct_cl *cl) {
     if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_short, "shortcut.cl", ""))) return rc;
-    for (int v = 0; v < 2; v++) {
-        struct ct_wino_kernels *w = &m->wino[v];
-        if ((rc = ct_cl_build(cl, &w->p, "winograd.cl", v ? "-DWINO_M=4" : "-DWINO_M=2"))) return rc;
-        w->in = ct_cl_kernel(w->p, "wino_in");
-        w->w = ct_cl_kernel(w->p, "wino_w");
-        w->out = ct_cl_kernel(w->p, "wino_out");
-        w->dy = ct_cl_kernel(w->p, "wino_dy");
-        w->dw = ct_cl_kernel(w->p, "wino_dw");
-    }
     m->k_short_fwd = ct_cl_kernel(m->p_short, "shortcut_fwd");
     m->k_short_bwd = ct_cl_kernel(m->p_short, "shortcut_bwd");
     m->k_im2col = ct_cl_kernel(m->p_conv, "im2col");

@@ -44,6 +44,21 @@ static size_t tiles_in(const ct_layer *L, int B) {
 }
 static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { return &m->wino[L->wino == 4]; }
 
+/* winograd.cl for L's tile size, built by the first layer that needs it (a
+ * model without Winograd layers, or with one tile size, compiles no more) */
+static int wino_build(ct_model *m, const ct_layer *L) {
+    struct ct_wino_kernels *w = &m->wino[L->wino == 4];
+    if (w->p) return 0;
+    int rc = ct_cl_build(m->cl, &w->p, "winograd.cl", L->wino == 4 ? "-DWINO_M=4" : "-DWINO_M=2");
+    if (rc) return rc;
+    w->in = ct_cl_kernel(w->p, "wino_in");
+    w->w = ct_cl_kernel(w->p, "wino_w");
+    w->out = ct_cl_kernel(w->p, "wino_out");
+    w->dy = ct_cl_kernel(w->p, "wino_dy");
+    w->dw = ct_cl_kernel(w->p, "wino_dw");
+    return 0;
+}
+
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
 
 /* The forward's V is kept for the weight gradient, which then skips one of
@@ -75,6 +90,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
         return ct_fail(CT_EINPUT, "layer at line %d: %zu Winograd tiles for a batch of %d; use a smaller --batch",
                        L->line, T > T2 ? T : T2, batch);
     int rc;
+    if ((rc = wino_build(m, L))) return rc;
     size_t keep = P * T * C * sizeof(float);
     if (n->kept + keep <= WINO_KEEP_BYTES) {
         char what[64];
