@@ -47,6 +47,22 @@ else
 fi
 cp "$db" "$tmp/good"
 
+# --- a conv line changes how a layer runs under --conv auto: mnist-cnn's 3x3
+# layer 26x26x32->64 at batch 8 is Winograd F(4x4, 3x3) by the shipped rule ---
+cprobe=("$bin" bench probe --model mnist-cnn --batch-size 8)
+wino_launches() { CLTRAIN_DEBUG=2 timeout 120 "${cprobe[@]}" "$@" 2>&1 >/dev/null | grep -c 'wino_in'; }
+before=$(wino_launches)
+head -n -1 "$tmp/good" >"$db"
+echo "conv 8 26 26 32 64 0 im2col" >>"$db"
+echo "end $(grep -c -E '^(shape|conv) ' "$db")" >>"$db"
+after=$(wino_launches) forced=$(wino_launches --conv winograd4)
+if [[ $before -gt 0 && $after -eq 0 && $forced -gt 0 ]]; then
+  ok "a conv line makes the layer run im2col under --conv auto (wino_in launches $before -> $after; --conv winograd4 overrides it: $forced)"
+else
+  notok "conv line used" "wino_in launches: rule $before, with the line $after (want 0), --conv winograd4 $forced"
+fi
+cp "$db" "$tmp/goodconv"
+
 # expect_ignored NAME PATTERN: the probe runs (exit 0) and prints one 'ignored' line matching PATTERN
 expect_ignored() {
   timeout 120 "${probe[@]}" >"$tmp/out" 2>"$tmp/err"
@@ -61,11 +77,29 @@ expect_ignored() {
 head -n -1 "$tmp/good" >"$db"; expect_ignored "truncated (no end line)" "damaged"
 sed 's/^shape NN 8 256 784 native local .*/shape NN 8 256 784 native local 32 32 16 3 4 4 128/' "$tmp/good" >"$db"
 expect_ignored "bad parameters" "damaged (line"
+sed 's/^conv 8 26 26 32 64 0 im2col$/conv 8 26 26 32 64 0 fft/' "$tmp/goodconv" >"$db"
+expect_ignored "an unknown conv algorithm" "damaged (line"
+sed 's/^conv 8 26 26 32 64 0 im2col$/conv 8 26 26 32 0 wino4/' "$tmp/goodconv" >"$db"
+expect_ignored "a conv line cut short" "damaged (line"
+grep -v '^conv ' "$tmp/goodconv" >"$db"; expect_ignored "a conv line gone (end count)" "damaged (cut short or bad end count"
 head -c 300 /dev/urandom >"$db"; expect_ignored "random bytes" "damaged"
 sed 's/^driver .*/driver 0.0-other/' "$tmp/good" >"$db"; expect_ignored "another driver's" "written for driver '0.0-other'"
 sed 's/^device .*/device Some Other GPU/' "$tmp/good" >"$db"; expect_ignored "another device's" "written for device 'Some Other GPU'"
-sed 's/^kernels .*/kernels 0123456789abcdef/' "$tmp/good" >"$db"; expect_ignored "another kernel source's" "written for GEMM kernel sources"
+sed 's/^kernels .*/kernels 0123456789abcdef/' "$tmp/good" >"$db"; expect_ignored "another kernel source's" "written for kernel sources"
 : >"$db"; expect_ignored "empty" "damaged"
+
+# --- the conv search: every 3x3 stride-1 shape timed three ways, the budget kept ---
+rm -f "$db"
+start=$(date +%s)
+timeout 300 "$bin" tune --model mnist-cnn --batch-size 8 --budget 30 >"$tmp/out" 2>"$tmp/err"
+rc=$? secs=$(($(date +%s) - start))
+line=$(grep -m1 '^  26x26x32->64 pad 0 (1 layer)' "$tmp/out")
+if [[ $rc -eq 0 && -f $db && $secs -le 45 ]] && grep -q "^conv search: 2 shapes" "$tmp/out" &&
+   [[ $line == *"im2col "*" ms wino2 "*" ms wino4 "*" ms -> "* ]] && grep -q '^end [0-9]' "$db"; then
+  ok "tune times mnist-cnn's 3x3 layer as im2col, F(2x2) and F(4x4) in $secs s of a 30 s budget:${line#*:}"
+else
+  notok "conv search" "exit $rc, $secs s (budget 30)" "$(grep -A2 'conv search' "$tmp/out")" "$(head -3 "$tmp/err")"
+fi
 
 # --- a variant the device cannot run is skipped, the run goes on ---
 # The largest local-memory tile the parameters allow needs 1 MiB; a device

@@ -135,11 +135,7 @@ class CifarCnn(nn.Module):
         self.fc1 = nn.Linear(4 * 4 * 128, 256)
         self.bn1 = nn.BatchNorm1d(256, eps=1e-5, momentum=0.1)
         self.fc2 = nn.Linear(256, classes)
-        for mod in self.modules():
-            if isinstance(mod, (nn.Conv2d, nn.Linear)):
-                fan_in = mod.weight[0].numel()
-                nn.init.normal_(mod.weight, 0.0, math.sqrt(2.0 / fan_in))
-                nn.init.zeros_(mod.bias)
+        he_init(self)
 
     def forward(self, x):
         x = torch.flatten(self.features(x), 1)
@@ -155,6 +151,54 @@ class CifarCnn(nn.Module):
             elif isinstance(mod, nn.BatchNorm2d) or isinstance(mod, nn.BatchNorm1d):
                 rest += [mod.weight, mod.bias]
         return [{"params": decay, "weight_decay": wd}, {"params": rest, "weight_decay": 0.0}]
+
+
+class Block(nn.Module):
+    """A basic block of models/resnet20.cfg: conv, bn, relu, conv, bn, + shortcut, relu."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1)
+        self.b1 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.c2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.b2 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.stride, self.pad = stride, cout - cin
+
+    def forward(self, x):
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        s = x[:, :, ::self.stride, ::self.stride] if self.stride > 1 else x
+        if self.pad:  # option A: the new channels are zeros, after the old ones
+            s = F.pad(s, (0, 0, 0, 0, 0, self.pad))
+        return F.relu(y + s)
+
+
+class ResNet20(nn.Module):
+    """models/resnet20.cfg"""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        layers = conv_bn(3, 16)
+        cin = 16
+        for cout in (16, 32, 64):
+            for b in range(3):
+                layers.append(Block(cin, cout, 2 if (b == 0 and cout != 16) else 1))
+                cin = cout
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(64, classes)
+        he_init(self)
+
+    def forward(self, x):
+        return self.fc(self.features(x).mean((2, 3)))
+
+    param_groups = CifarCnn.param_groups
+
+
+def he_init(model):
+    for mod in model.modules():
+        if isinstance(mod, (nn.Conv2d, nn.Linear)):
+            fan_in = mod.weight[0].numel()
+            nn.init.normal_(mod.weight, 0.0, math.sqrt(2.0 / fan_in))
+            nn.init.zeros_(mod.bias)
 
 
 def schedule_lr(a, g, total):
@@ -193,6 +237,7 @@ def evaluate(model, x, y, tta, batch=500):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, help="folder with the CIFAR-10 binary batches")
+    ap.add_argument("--model", choices=["cifar-cnn", "resnet20"], default="cifar-cnn")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--optimizer", choices=["sgd", "adam"], default="adam")
@@ -225,7 +270,7 @@ def main():
         xte, yte = xte[:a.limit_test], yte[:a.limit_test]
     level = {"none": 0, "basic": 1, "full": 2}[a.augment]
 
-    model = CifarCnn()
+    model = ResNet20() if a.model == "resnet20" else CifarCnn()
     groups = model.param_groups(a.weight_decay)
     if a.optimizer == "sgd":
         opt = torch.optim.SGD(groups, lr=a.lr, momentum=a.momentum)
@@ -234,7 +279,7 @@ def main():
     n, B = len(xtr), a.batch_size
     spe = (n + B - 1) // B
     total = spe * a.epochs
-    print(f"pytorch twin of cifar-cnn: {n} training and {len(xte)} test images, batch {B}, {spe} steps per epoch, "
+    print(f"pytorch twin of {a.model}: {n} training and {len(xte)} test images, batch {B}, {spe} steps per epoch, "
           f"{a.optimizer} lr {a.lr} wd {a.weight_decay} {a.schedule} warmup {a.warmup}, augment {a.augment}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     g = 0

@@ -47,6 +47,12 @@ typedef struct ct_gemm_prog { ct_gemm_cfg cfg; cl_program prog; cl_kernel k; } c
 /* What one shape runs: our kernels with cfg, or CLBlast. */
 typedef struct ct_gemm_choice { int transA, transB, M, N, K, path; ct_gemm_cfg cfg; int prog; } ct_gemm_choice;
 
+/* The tuning database also says how a 3x3 stride-1 convolution of one shape
+ * runs under --conv auto: tile 0 im2col + GEMM, 2 or 4 Winograd F(m x m, 3x3)
+ * (cltrain tune times the three per layer shape; src/nn/layers/conv.c reads it). */
+enum { CT_CONV_MAX_CHOICES = 64 };
+typedef struct ct_conv_choice { int B, ih, iw, ic, oc, pad, tile; } ct_conv_choice;
+
 typedef struct ct_gemm {
     ct_cl *cl;
     cl_kernel k_reduce, k_transpose;  /* from the first program (gemm.cl) */
@@ -63,6 +69,8 @@ typedef struct ct_gemm {
     int use_choices;                  /* 0: the default for every shape (for comparisons) */
     int shapes[CT_GEMM_MAX_SHAPES][5];/* every shape reserved: {transA, transB, M, N, K} */
     int n_shapes;
+    ct_conv_choice convs[CT_CONV_MAX_CHOICES]; /* per conv shape, from the database or the tuner */
+    int n_convs;
     char db_path[4200];               /* the tuning database of this device ("" when none is used) */
 } ct_gemm;
 
@@ -105,10 +113,18 @@ ct_gemm_choice *ct_gemm_find(ct_gemm *g, int transA, int transB, int M, int N, i
 /* Record (or replace) a shape's choice; CT_EDEVICE when its program does not build. */
 int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int path, const ct_gemm_cfg *cfg);
 
+/* The conv choice recorded for a shape (batch, input side and channels,
+ * output channels, padding), or NULL. */
+const ct_conv_choice *ct_conv_find(const ct_gemm *g, int B, int ih, int iw, int ic, int oc, int pad);
+/* Record (or replace) a conv shape's choice; CT_EINPUT when the table is full or the tile is not 0, 2 or 4. */
+int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c);
+
 /* ---- tuning database (src/nn/tune.c) ----
  * A text file in the cache directory, one per device (name and platform),
  * headed by the device, driver, device and platform versions and the hash of
- * the GEMM kernel sources, then one `shape` line per tuned shape, then `end N`. */
+ * the GEMM, im2col and Winograd kernel sources, then one `shape` line per
+ * tuned GEMM shape and one `conv` line per tuned convolution shape, then
+ * `end N` (N: the number of both). */
 void ct_gemm_db_default_path(const ct_gemm *g, char *out, size_t n);
 /* Load path into g's choices: 0 loaded, 1 no such file; CT_EINPUT when the
  * file is ignored (damaged, another device, driver or kernel source), with

@@ -71,6 +71,13 @@ typedef struct ct_model {
     cl_program p_short;
     cl_kernel k_short_fwd, k_short_bwd;
     int conv_algo;              /* CT_CONV_*, set before ct_model_setup (0: im2col everywhere) */
+    /* set before ct_model_setup, for `cltrain tune` (0 and NULL: the tuning database as written):
+     * db_defaults 1: neither the database's GEMM choices nor its conv choices, the shipped defaults
+     * and the --conv auto rule only (the tuner's baseline); conv_tuned: these conv choices replace
+     * the database's */
+    int db_defaults;
+    const ct_conv_choice *conv_tuned;
+    int n_conv_tuned;
     struct ct_wino_kernels {    /* winograd.cl built for one tile size: [0] F(2x2, 3x3), [1] F(4x4, 3x3) */
         cl_program p;
         cl_kernel in, w, out, dy, dw;

@@ -35,6 +35,11 @@ typedef struct { ct_model *m; int i, B; } layer_arg;
 static void fwd_fn(void *p) { layer_arg *a = p; ct_layer_forward(a->m, a->i, a->B); }
 static void bwd_fn(void *p) { layer_arg *a = p; ct_layer_backward(a->m, a->i, a->B); }
 
+double cli_time_layer(ct_model *m, int i, int B, int reps) {
+    layer_arg a = {m, i, B};
+    return time_it(m->cl, fwd_fn, &a, reps) + time_it(m->cl, bwd_fn, &a, reps);
+}
+
 static void layer_flops(const ct_layer *L, int B, int first, double *fwd, double *bwd) {
     const ct_layer_ops *o = ct_layer_ops_of(L);
     double f = o->flops ? (double)B * o->flops(L) : 0;
@@ -52,11 +57,20 @@ static int load_model(ct_model *m, const char *spec, int size, int channels) {
 }
 
 int cli_bench_setup(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode) {
+    return cli_bench_setup_db(m, cl, c, gemm_mode, NULL);
+}
+
+int cli_bench_setup_db(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode, const ct_model *db) {
     const ct_train_opts *o = &c->train;
     memset(cl, 0, sizeof *cl);
     int rc = load_model(m, o->model, c->data.size, c->data.channels);
     if (!rc) rc = ct_cl_open(cl, o->device);
     m->conv_algo = o->conv;
+    if (db) {
+        m->db_defaults = db->db_defaults;
+        m->conv_tuned = db->conv_tuned;
+        m->n_conv_tuned = db->n_conv_tuned;
+    }
     if (!rc) rc = ct_model_setup(m, cl, o->batch, gemm_mode);
     if (rc) {
         ct_model_free(m);

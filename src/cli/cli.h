@@ -45,6 +45,10 @@ int cmd_export(int argc, char **argv);
 /* bench and tune: --model (fitted to --size/--channels) on o->device, set up for
  * o->batch with weights from o->seed and one batch of random bytes loaded. */
 int cli_bench_setup(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode);
+/* the same with the model's tuning-database fields (db_defaults, conv_tuned, n_conv_tuned) taken from db */
+int cli_bench_setup_db(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode, const ct_model *db);
+/* layer i's forward plus backward time, each the best of reps after a warm-up run */
+double cli_time_layer(ct_model *m, int i, int B, int reps);
 /* one training step on the loaded batch, as ct_train runs it (no host sync) */
 void cli_bench_step(ct_model *m, ct_opt *opt, int B);
 

@@ -1,9 +1,13 @@
 /* cli/tune.c: `cltrain tune [--model M] [--batch-size B] [--budget S] [--device P:D]`.
- * Sets the model up (which lists its GEMM shapes: forward, backward data and
- * weights, conv through im2col), runs the search of nn/tune.c within the
- * budget, then times whole training steps with the shipped defaults and with
- * the tuned choices, interleaved, and writes the tuning database. When the
- * tuned step is not faster, the model's shapes keep the defaults.
+ * Sets the model up with the shipped defaults (the baseline), times each of
+ * its 3x3 stride-1 conv shapes as im2col + GEMM, Winograd F(2x2, 3x3) and
+ * F(4x4, 3x3) (forward + backward, in a model set up for each, within half
+ * the budget), sets the model up again with the conv algorithms found (which
+ * lists its GEMM shapes: forward, backward data and weights, the Winograd
+ * GEMMs), runs the GEMM search of nn/tune.c within the rest of the budget,
+ * then times whole training steps of the baseline and of the tuned model,
+ * interleaved, and writes the tuning database. When the tuned step is not
+ * faster, the model's shapes keep the defaults.
  * Tested by tests/tune.sh. */
 #include "cli.h"
 #include <string.h>
@@ -17,27 +21,29 @@ static double step_time(ct_model *m, ct_opt *opt, int B, int k) {
     return (ct_now() - t0) / k;
 }
 
-/* defaults against tuned choices, interleaved: best of up to 3 rounds (at least 1, more while one more ends before `until`) */
-static int compare_steps(ct_model *m, ct_opt *opt, int B, int k, double until, double *t_def, double *t_tuned) {
+/* the shipped defaults (model d) against the tuned choices (model t), interleaved: best of up
+ * to 3 rounds (at least 1, more while one more ends before `until`) */
+static int compare_steps(ct_model *d, ct_opt *od, ct_model *t, ct_opt *ot, int B, int k, double until, double *t_def,
+                         double *t_tuned) {
     *t_def = *t_tuned = 1e30;
     int r = 0;
     double t_round = 0;
     for (; r < 3 && (r == 0 || ct_now() + t_round < until); r++) {
         double r0 = ct_now();
         for (int use = 0; use < 2; use++) {
-            m->gemm.use_choices = use;
+            ct_model *m = use ? t : d;
+            ct_opt *opt = use ? ot : od;
             cli_bench_step(m, opt, B); /* first launches of a new shape compile on PoCL */
-            double t = step_time(m, opt, B, k);
+            double tt = step_time(m, opt, B, k);
             double *best = use ? t_tuned : t_def;
-            if (t < *best) *best = t;
+            if (tt < *best) *best = tt;
         }
         t_round = ct_now() - r0;
     }
-    m->gemm.use_choices = 1;
     return r;
 }
 
-/* how many of the model's shapes run something else than the default */
+/* how many of the model's GEMM shapes run something else than the default */
 static int model_choices(ct_gemm *g) {
     int n = 0;
     for (int i = 0; i < g->n_shapes; i++) {
@@ -48,13 +54,116 @@ static int model_choices(ct_gemm *g) {
     return n;
 }
 
-/* drop the choices of this model's shapes (the tuned step was not faster) */
-static void drop_model_choices(ct_gemm *g) {
+/* drop the choices of this model's GEMM shapes and put back the conv choices
+ * the database had (the tuned step was not faster) */
+static void drop_model_choices(ct_gemm *g, const ct_gemm *before) {
     for (int i = 0; i < g->n_shapes; i++) {
         const int *s = g->shapes[i];
         ct_gemm_choice *c = ct_gemm_find(g, s[0], s[1], s[2], s[3], s[4]);
         if (c) *c = g->choices[--g->n_choices];
     }
+    memcpy(g->convs, before->convs, sizeof g->convs);
+    g->n_convs = before->n_convs;
+}
+
+/* ---- the conv search: each 3x3 stride-1 layer shape as im2col + GEMM, Winograd F(2x2, 3x3) and F(4x4, 3x3) ---- */
+
+static const int TILES[3] = {0, 2, 4}, ALGOS[3] = {CT_CONV_IM2COL, CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
+static const char *const ALGO_NAMES[3] = {"im2col", "wino2", "wino4"};
+typedef struct { ct_conv_choice key; int rule, layers; double t[3]; } conv_shape;
+
+static int is_tunable_conv(const ct_layer *L) { return L->type == CT_L_CONV && L->k == 3 && L->stride == 1; }
+
+static int key_index(const conv_shape *cs, int n, const ct_conv_choice *q) {
+    for (int j = 0; j < n; j++) {
+        const ct_conv_choice *k = &cs[j].key;
+        if (k->B == q->B && k->ih == q->ih && k->iw == q->iw && k->ic == q->ic && k->oc == q->oc && k->pad == q->pad) return j;
+    }
+    return -1;
+}
+
+static ct_conv_choice layer_key(const ct_layer *L, int B) { return (ct_conv_choice){B, L->ih, L->iw, L->ic, L->oc, L->pad, 0}; }
+static int shape_index(const conv_shape *cs, int n, const ct_layer *L, int B) {
+    ct_conv_choice q = layer_key(L, B);
+    return key_index(cs, n, &q);
+}
+
+/* the model's tunable conv shapes, with the tile the shipped rule gives each (from the baseline model d) */
+static int conv_shapes(const ct_model *d, int B, conv_shape *cs) {
+    int n = 0;
+    for (int i = 0; i < d->n_layers; i++) {
+        const ct_layer *L = &d->layers[i];
+        if (!is_tunable_conv(L)) continue;
+        int j = shape_index(cs, n, L, B);
+        if (j < 0 && n == CT_CONV_MAX_CHOICES) continue;
+        if (j < 0) {
+            j = n++;
+            cs[j] = (conv_shape){layer_key(L, B), L->wino, 0, {0, 0, 0}};
+        }
+        cs[j].layers++;
+    }
+    return n;
+}
+
+/* time every tunable layer with algorithm a (a model set up for it, then freed); 0, or -1 when it could not be set up */
+static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n) {
+    cli_opts ca = *c;
+    ca.train.conv = ALGOS[a];
+    ct_model m, db = {.db_defaults = 1};
+    ct_cl cl;
+    if (cli_bench_setup_db(&m, &cl, &ca, CT_GEMM_NATIVE, &db)) {
+        printf("  %s skipped: %s\n", ALGO_NAMES[a], ct_last_error());
+        return -1;
+    }
+    /* one real step first, so every dy holds real gradients (never-written buffers can hold denormals) */
+    ct_model_forward(&m, B);
+    ct_model_loss(&m, B);
+    ct_model_backward(&m, B, NULL, NULL);
+    for (int i = 0; i < m.n_layers; i++) {
+        int j = is_tunable_conv(&m.layers[i]) ? shape_index(cs, n, &m.layers[i], B) : -1;
+        if (j >= 0) cs[j].t[a] += cli_time_layer(&m, i, B, 3);
+    }
+    ct_model_free(&m);
+    ct_cl_close(&cl);
+    return 0;
+}
+
+/* Search, within `until`; the chosen conv shapes go to out (the database's other conv shapes are kept).
+ * A shape changes from the shipped rule only when its best algorithm is 3% faster than the rule's. */
+static int conv_search(const cli_opts *c, const ct_model *d, int B, double until, ct_conv_choice *out) {
+    conv_shape cs[CT_CONV_MAX_CHOICES];
+    int n = conv_shapes(d, B, cs), n_out = 0, timed[3] = {0, 0, 0};
+    for (int i = 0; i < d->gemm.n_convs; i++)
+        if (key_index(cs, n, &d->gemm.convs[i]) < 0) out[n_out++] = d->gemm.convs[i];
+    if (!n) return n_out;
+    printf("conv search: %d shapes of 3x3 stride-1 layers, each as im2col + GEMM, Winograd F(2x2,3x3) and F(4x4,3x3)\n", n);
+    double t_last = 0;
+    for (int a = 0; a < 3; a++) {
+        if (ct_now() + t_last > until) {
+            printf("  %s not timed: the budget's share for the conv search is spent\n", ALGO_NAMES[a]);
+            continue;
+        }
+        double t0 = ct_now();
+        timed[a] = time_algo(c, a, B, cs, n) == 0;
+        t_last = ct_now() - t0;
+    }
+    for (int j = 0; j < n; j++) {
+        conv_shape *s = &cs[j];
+        int rule = s->rule == 4 ? 2 : s->rule == 2 ? 1 : 0, best = rule;
+        printf("  %dx%dx%d->%d pad %d (%d layer%s), forward + backward:", s->key.ih, s->key.iw, s->key.ic, s->key.oc,
+               s->key.pad, s->layers, s->layers > 1 ? "s" : "");
+        for (int a = 0; a < 3; a++) {
+            if (timed[a]) printf(" %s %.2f ms", ALGO_NAMES[a], s->t[a] * 1e3);
+            if (timed[a] && timed[rule] && s->t[a] < s->t[best]) best = a;
+        }
+        int take = best != rule && s->t[best] <= 0.97 * s->t[rule];
+        printf(" -> %s%s\n", ALGO_NAMES[take ? best : rule], take ? "" : " (the shipped rule)");
+        if (take && n_out < CT_CONV_MAX_CHOICES) {
+            out[n_out] = s->key;
+            out[n_out++].tile = TILES[best];
+        }
+    }
+    return n_out;
 }
 
 /* --budget SECONDS, taken out of argv before the training options are parsed */
@@ -77,6 +186,12 @@ static int take_budget(int *argc, char **argv, double *budget) {
     return 0;
 }
 
+static void free_model(ct_model *m, ct_cl *cl, ct_opt *opt) {
+    if (opt) ct_opt_free(opt);
+    ct_model_free(m);
+    ct_cl_close(cl);
+}
+
 int cmd_tune(int argc, char **argv) {
     double budget = 0, t0 = ct_now();
     cli_opts c;
@@ -85,41 +200,59 @@ int cmd_tune(int argc, char **argv) {
     if (!rc) rc = cli_parse_train(argc, argv, &c);
     if (rc) return cli_fail(rc);
     const ct_train_opts o = c.train;
-    ct_model m;
-    ct_cl cl;
-    if ((rc = cli_bench_setup(&m, &cl, &c, CT_GEMM_NATIVE))) return cli_fail(rc);
-    ct_opt opt;
-    if ((rc = ct_opt_setup(&opt, &m, &o.optim))) {
-        ct_model_free(&m);
-        ct_cl_close(&cl);
+    int B = o.batch;
+    /* d: the shipped defaults (the baseline); m: the tuned model */
+    ct_model d, m, db = {.db_defaults = 1};
+    ct_cl cld, cl;
+    ct_opt od, opt;
+    if ((rc = cli_bench_setup_db(&d, &cld, &c, CT_GEMM_NATIVE, &db))) return cli_fail(rc);
+    if ((rc = ct_opt_setup(&od, &d, &o.optim))) {
+        free_model(&d, &cld, NULL);
         return cli_fail(rc);
     }
-    if (!budget) budget = cl.is_cpu ? 60 : 120;
-    int B = o.batch;
+    if (!budget) budget = cld.is_cpu ? 60 : 120;
     char cfg[160];
-    ct_gemm_cfg_str(&m.gemm.def, cfg, sizeof cfg);
-    printf("cltrain tune: model %s, batch %d, device %s (%s, driver %s)\n", m.name, B, cl.device_name, cl.platform_name,
-           cl.driver_version);
-    printf("shipped default: %s (table row %s); database %s (%d shapes already)\n", cfg, m.gemm.def_from, m.gemm.db_path,
-           m.gemm.n_choices);
+    ct_gemm_cfg_str(&d.gemm.def, cfg, sizeof cfg);
+    printf("cltrain tune: model %s, batch %d, device %s (%s, driver %s)\n", d.name, B, cld.device_name, cld.platform_name,
+           cld.driver_version);
+    printf("shipped default: %s (table row %s); database %s (%d GEMM and %d conv shapes already)\n", cfg, d.gemm.def_from,
+           d.gemm.db_path, d.gemm.n_choices, d.gemm.n_convs);
     /* one step with the defaults sizes the final comparison, which the budget includes */
-    m.gemm.use_choices = 0;
-    cli_bench_step(&m, &opt, B);
-    double t_step = step_time(&m, &opt, B, 1);
-    m.gemm.use_choices = 1;
+    cli_bench_step(&d, &od, B);
+    double t_step = step_time(&d, &od, B, 1);
     int k = t_step > 0.5 ? 1 : t_step > 0.05 ? 3 : 10;
+    /* the conv search may take up to half of what is left; then the tuned model is set up with its choices */
+    ct_conv_choice convs[CT_CONV_MAX_CHOICES];
+    db = (ct_model){.conv_tuned = convs};
+    if (o.conv == CT_CONV_AUTO) {
+        db.n_conv_tuned = conv_search(&c, &d, B, ct_now() + 0.5 * (budget - (ct_now() - t0)), convs);
+    } else {
+        printf("conv search: not run (--conv given, so the database's conv choices are not used)\n");
+        db.conv_tuned = NULL;
+    }
+    if ((rc = cli_bench_setup_db(&m, &cl, &c, CT_GEMM_NATIVE, &db))) {
+        free_model(&d, &cld, &od);
+        return cli_fail(rc);
+    }
+    if ((rc = ct_opt_setup(&opt, &m, &o.optim))) {
+        free_model(&m, &cl, NULL);
+        free_model(&d, &cld, &od);
+        return cli_fail(rc);
+    }
     /* the comparison's first round (defaults, then tuned: k + 1 steps each, and PoCL compiling
      * the work-group sizes of the tuned shapes) must fit; more rounds only while time is left */
-    double reserve = 2 * (k + 1) * t_step * 1.6, left = budget - (ct_now() - t0) - reserve;
+    double reserve = 2 * (k + 1) * t_step * 2.5 + 0.05 * budget, left = budget - (ct_now() - t0) - reserve;
     if (left < 1) left = 1;
     ct_gemm_tune(&m.gemm, left, stdout);
     double t_def, t_tuned;
-    if (model_choices(&m.gemm)) {
-        int rounds = compare_steps(&m, &opt, B, k, t0 + budget, &t_def, &t_tuned);
-        printf("step time: shipped defaults %.2f ms, tuned %.2f ms (%.2fx); best of %d x %d steps each, interleaved\n", t_def * 1e3,
-               t_tuned * 1e3, t_def / t_tuned, rounds, k);
+    int convs_changed = 0;
+    for (int i = 0; i < m.n_layers; i++) convs_changed += m.layers[i].wino != d.layers[i].wino;
+    if (model_choices(&m.gemm) || convs_changed) {
+        int rounds = compare_steps(&d, &od, &m, &opt, B, k, t0 + budget, &t_def, &t_tuned);
+        printf("step time: shipped defaults %.2f ms, tuned %.2f ms (%.2fx; %d conv layers changed); best of %d x %d steps each, interleaved\n",
+               t_def * 1e3, t_tuned * 1e3, t_def / t_tuned, convs_changed, rounds, k);
         if (t_tuned >= t_def) {
-            drop_model_choices(&m.gemm);
+            drop_model_choices(&m.gemm, &d.gemm);
             printf("the tuned step is not faster: this model's shapes keep the shipped defaults\n");
         }
     } else {
@@ -127,9 +260,9 @@ int cmd_tune(int argc, char **argv) {
                t_step * 1e3);
     }
     rc = ct_gemm_db_save(&m.gemm, m.gemm.db_path);
-    if (!rc) printf("wrote %s (%d shapes); %.1f s of a %.0f s budget\n", m.gemm.db_path, m.gemm.n_choices, ct_now() - t0, budget);
-    ct_opt_free(&opt);
-    ct_model_free(&m);
-    ct_cl_close(&cl);
+    if (!rc) printf("wrote %s (%d GEMM and %d conv shapes); %.1f s of a %.0f s budget\n", m.gemm.db_path, m.gemm.n_choices,
+                    m.gemm.n_convs, ct_now() - t0, budget);
+    free_model(&m, &cl, &opt);
+    free_model(&d, &cld, &od);
     return rc ? cli_fail(rc) : 0;
 }

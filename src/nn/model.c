@@ -337,6 +337,7 @@ void ct_model_summary(const ct_model *m, FILE *out) {
         const ct_layer *L = &m->layers[i];
         fprintf(out, "  %2d %-9s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
         if (L->k) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
+        if (L->wino) fprintf(out, " wino%d", L->wino);
         if (L->from >= -1) fprintf(out, " + layer %d", L->from);
         if (L->act == CT_ACT_RELU) fprintf(out, " relu");
         fputc('\n', out);
@@ -402,6 +403,12 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     int rc;
     if ((rc = check_counts(m, batch))) return rc;
     if ((rc = ct_gemm_init(&m->gemm, cl, gemm_mode))) return rc;
+    if (m->db_defaults) m->gemm.use_choices = 0;
+    if (m->conv_tuned) {
+        m->gemm.n_convs = 0;
+        for (int i = 0; i < m->n_conv_tuned; i++)
+            if ((rc = ct_conv_choose(&m->gemm, &m->conv_tuned[i]))) return rc;
+    }
     if ((rc = build_kernels(m, cl))) return rc;
     m->training = 1;
     size_t P = m->n_params * sizeof(float);

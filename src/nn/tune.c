@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 static const char DB_MAGIC[] = "cltrain gemm tuning database 1";
-static const char *const DB_SOURCES[] = {"prelude.cl", "gemm.cl", "gemm_local.cl"};
+/* the choices depend on these kernels: GEMM, and im2col and Winograd for the conv lines */
+static const char *const DB_SOURCES[] = {"prelude.cl", "gemm.cl", "gemm_local.cl", "conv.cl", "winograd.cl"};
+static const char *const TILE_NAMES[] = {"im2col", NULL, "wino2", NULL, "wino4"};
 
 void ct_gemm_db_default_path(const ct_gemm *g, char *out, size_t n) {
     char dir[4000];
@@ -24,7 +26,7 @@ void ct_gemm_db_default_path(const ct_gemm *g, char *out, size_t n) {
     snprintf(out, n, "%s/gemm-tune-%016llx.txt", dir, (unsigned long long)h);
 }
 
-static uint64_t sources_hash(void) { return ct_cl_source_hash(DB_SOURCES, 3); }
+static uint64_t sources_hash(void) { return ct_cl_source_hash(DB_SOURCES, (int)(sizeof DB_SOURCES / sizeof *DB_SOURCES)); }
 
 static const char *trans_str(int tA, int tB) { return tA ? (tB ? "TT" : "TN") : (tB ? "NT" : "NN"); }
 
@@ -49,7 +51,12 @@ int ct_gemm_db_save(const ct_gemm *g, const char *path) {
         else fprintf(f, "native local %d %d %d %d %d %d %d\n", c->cfg.p[0], c->cfg.p[1], c->cfg.p[2], c->cfg.p[3], c->cfg.p[4],
                      c->cfg.p[5], c->cfg.kchunk);
     }
-    fprintf(f, "end %d\n", g->n_choices);
+    fprintf(f, "# conv B IH IW IC OC PAD im2col|wino2|wino4 (3x3 stride 1, under --conv auto)\n");
+    for (int i = 0; i < g->n_convs; i++) {
+        const ct_conv_choice *c = &g->convs[i];
+        fprintf(f, "conv %d %d %d %d %d %d %s\n", c->B, c->ih, c->iw, c->ic, c->oc, c->pad, TILE_NAMES[c->tile]);
+    }
+    fprintf(f, "end %d\n", g->n_choices + g->n_convs);
     int ok = !ferror(f);
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path)) {
@@ -63,9 +70,9 @@ int ct_gemm_db_save(const ct_gemm *g, const char *path) {
 static int header_line(const char *path, const char *line, const char *key, const char *want, const char *what) {
     size_t kl = strlen(key);
     if (strncmp(line, key, kl) || line[kl] != ' ')
-        return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (expected the '%s' line); using the shipped GEMM defaults", path, key);
+        return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (expected the '%s' line); using the shipped defaults", path, key);
     if (strcmp(line + kl + 1, want))
-        return ct_fail(CT_EINPUT, "tuning database %s ignored: written for %s '%s', this is '%s'; using the shipped GEMM defaults (run `cltrain tune` again)",
+        return ct_fail(CT_EINPUT, "tuning database %s ignored: written for %s '%s', this is '%s'; using the shipped defaults (run `cltrain tune` again)",
                        path, what, line + kl + 1, want);
     return 0;
 }
@@ -96,6 +103,17 @@ static int parse_shape(const char *line, ct_gemm_choice *c) {
     return ct_gemm_cfg_check(&c->cfg) ? -1 : 0;
 }
 
+/* "conv B IH IW IC OC PAD im2col|wino2|wino4" into *c; 0 or -1 */
+static int parse_conv(const char *line, ct_conv_choice *c) {
+    char name[16], tail;
+    memset(c, 0, sizeof *c);
+    if (sscanf(line, "conv %d %d %d %d %d %d %15s %c", &c->B, &c->ih, &c->iw, &c->ic, &c->oc, &c->pad, name, &tail) != 7) return -1;
+    if (c->B < 1 || c->ih < 1 || c->iw < 1 || c->ic < 1 || c->oc < 1 || c->pad < 0) return -1;
+    for (c->tile = 0; c->tile < 5; c->tile++)
+        if (TILE_NAMES[c->tile] && !strcmp(name, TILE_NAMES[c->tile])) return 0;
+    return -1;
+}
+
 /* read one line without its newline; 0 at end of file, -1 when too long */
 static int read_line(FILE *f, char *buf, size_t n) {
     if (!fgets(buf, (int)n, f)) return 0;
@@ -112,12 +130,12 @@ static int load_lines(ct_gemm *g, const char *path, FILE *f) {
     const char *keys[][3] = {{"device", cl->device_name, "device"}, {"platform", cl->platform_name, "platform"},
                              {"driver", cl->driver_version, "driver"}, {"device-version", cl->device_version, "device version"},
                              {"platform-version", cl->platform_version, "platform version"},
-                             {"kernels", hash, "GEMM kernel sources with hash"}};
+                             {"kernels", hash, "kernel sources with hash"}};
     if (read_line(f, line, sizeof line) != 1 || strcmp(line, DB_MAGIC))
-        return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (not a cltrain tuning database); using the shipped GEMM defaults", path);
+        return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (not a cltrain tuning database); using the shipped defaults", path);
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         if (read_line(f, line, sizeof line) != 1)
-            return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (header cut short); using the shipped GEMM defaults", path);
+            return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (header cut short); using the shipped defaults", path);
         int rc = header_line(path, line, keys[k][0], keys[k][1], keys[k][2]);
         if (rc) return rc;
     }
@@ -127,26 +145,32 @@ static int load_lines(ct_gemm *g, const char *path, FILE *f) {
         lineno++;
         if (line[0] == '#') continue;
         if (sscanf(line, "end %d %c", &count, &tail) == 1) {
-            if (count != g->n_choices || read_line(f, line, sizeof line) != 0) break;
+            if (count != g->n_choices + g->n_convs || read_line(f, line, sizeof line) != 0) break;
             return 0;
+        }
+        if (!strncmp(line, "conv ", 5)) {
+            ct_conv_choice cc;
+            if (parse_conv(line, &cc) || ct_conv_choose(g, &cc))
+                return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (line %d: '%.60s'); using the shipped defaults", path, lineno, line);
+            continue;
         }
         ct_gemm_choice c;
         if (parse_shape(line, &c))
-            return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (line %d: '%.60s'); using the shipped GEMM defaults", path, lineno, line);
+            return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (line %d: '%.60s'); using the shipped defaults", path, lineno, line);
         if (ct_gemm_choose(g, c.transA, c.transB, c.M, c.N, c.K, c.path, &c.cfg))
             fprintf(stderr, "cltrain: tuning database %s, line %d: %s; that shape uses the default\n", path, lineno, ct_last_error());
     }
-    return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (%s near line %d); using the shipped GEMM defaults", path,
+    return ct_fail(CT_EINPUT, "tuning database %s ignored: damaged (%s near line %d); using the shipped defaults", path,
                    r < 0 ? "a line too long" : "cut short or bad end count", lineno);
 }
 
 int ct_gemm_db_load(ct_gemm *g, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return 1;
-    g->n_choices = 0;
+    g->n_choices = g->n_convs = 0;
     int rc = load_lines(g, path, f);
     fclose(f);
-    if (rc) g->n_choices = 0;
+    if (rc) g->n_choices = g->n_convs = 0;
     return rc;
 }
 

@@ -72,10 +72,19 @@ static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
  * private tiles kept for the whole group on its thread's stack: a crash. */
 static const size_t tile_lws = 64;
 
+/* Winograd's tile side for L, or 0 (im2col): --conv, or under --conv auto the
+ * tuning database's choice for this shape, else the shipped rule */
+static int pick_tile(const ct_model *m, const ct_layer *L, int batch) {
+    int rule = ct_conv_wino_tile(m->conv_algo, L->k, L->stride, L->ic, m->cl->is_cpu);
+    if (m->conv_algo != CT_CONV_AUTO || L->k != 3 || L->stride != 1 || m->db_defaults) return rule;
+    const ct_conv_choice *c = ct_conv_find(&m->gemm, batch, L->ih, L->iw, L->ic, L->oc, L->pad);
+    return c ? c->tile : rule;
+}
+
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
     if (rows > n->ones) n->ones = rows;
-    L->wino = ct_conv_wino_tile(m->conv_algo, L->k, L->stride, L->ic, m->cl->is_cpu);
+    L->wino = pick_tile(m, L, batch);
     if (!L->wino) {
         if (rows * kk > n->ws) n->ws = rows * kk;
         return ct_layer_reserve_gemm(m, (int)rows, L->oc, (int)kk);
