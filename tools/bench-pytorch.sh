@@ -12,7 +12,7 @@
 # and beside the ratio of means the ratio of the fastest single steps (the
 # best of each side's runs), which other jobs on the machine shift less.
 # Called by `make bench`; does nothing (exit 0) when PyTorch is not installed.
-# PYTORCH_MODELS (default "mnist-cnn cifar-cnn"), PYTORCH_THREADS (2) and
+# PYTORCH_MODELS (default "mnist-cnn cifar-cnn resnet20"), PYTORCH_THREADS (2) and
 # PYTORCH_STEPS (30 for mnist-cnn, 10 otherwise) override.
 set -euo pipefail
 
@@ -20,7 +20,7 @@ build=${1:?usage: tools/bench-pytorch.sh BUILD}
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3
 threads=${PYTORCH_THREADS:-2}
-models=${PYTORCH_MODELS:-mnist-cnn cifar-cnn}
+models=${PYTORCH_MODELS:-mnist-cnn cifar-cnn resnet20}
 batch=128
 tuned_malloc=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=1073741824)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch's training speed on the twin of a cltrain model (CPU).
 
-  pytorch_bench.py --model mnist-cnn|cifar-cnn [--batch 128] [--steps 30] [--threads 2]
+  pytorch_bench.py --model mnist-cnn|cifar-cnn|resnet20 [--batch 128] [--steps 30] [--threads 2]
   pytorch_bench.py --blas      print only which BLAS PyTorch runs on
 
 Prints `pytorch blas: KIND PATH`, then `pytorch images/s: <float>` for

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""PyTorch twin of `cltrain cifar10 --model cifar-cnn`, trained the same way.
+"""PyTorch twin of `cltrain cifar10 --model cifar-cnn` (or `--model resnet20`), trained the same way.
 
 It checks cltrain's kernels, augmentation and batch norm at scale: both
 programs train the same network with the same recipe on the same files, so
 their test accuracies should agree within noise (about a point).
 
 What is the same as cltrain (read from its sources, not from its docs):
-- network (models/cifar-cnn.cfg): three blocks of two conv3x3 pad 1 (with
+- network (models/cifar-cnn.cfg; --model resnet20: models/resnet20.cfg, the
+  class in pytorch_common.py): three blocks of two conv3x3 pad 1 (with
   bias) + batch norm + ReLU, each ending in maxpool 2x2; dense 2048->256 +
   batch norm + ReLU; dense 256->10; softmax cross-entropy (mean over the batch);
 - init (ct_model_init_weights): conv and dense weights normal with std
@@ -14,7 +15,7 @@ What is the same as cltrain (read from its sources, not from its docs):
   biases 0; batch norm gamma 1, beta 0, running mean 0, running variance 1;
 - batch norm (kernels/bn.cl): eps 1e-5, momentum 0.1, biased variance in the
   forward pass, unbiased in the running average (as PyTorch);
-- optimizer (kernels/optim.cl): SGD with momentum, buf = m*buf + (g + wd*p),
+- optimizer (kernels/optim.cl; Nesterov SGD is not in this script): SGD with momentum, buf = m*buf + (g + wd*p),
   p -= lr*buf (PyTorch's SGD), or AdamW (decoupled: p -= lr*(mhat/(sqrt(vhat)
   + eps) + wd*p)); weight decay only on conv and dense weights: not on biases,
   not on batch-norm gamma and beta;
@@ -54,6 +55,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import pytorch_common as common
 
 SIDE, CH = 32, 3
 PIXELS = SIDE * SIDE * CH
@@ -153,42 +156,12 @@ class CifarCnn(nn.Module):
         return [{"params": decay, "weight_decay": wd}, {"params": rest, "weight_decay": 0.0}]
 
 
-class Block(nn.Module):
-    """A basic block of models/resnet20.cfg: conv, bn, relu, conv, bn, + shortcut, relu."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.c1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1)
-        self.b1 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
-        self.c2 = nn.Conv2d(cout, cout, 3, padding=1)
-        self.b2 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
-        self.stride, self.pad = stride, cout - cin
-
-    def forward(self, x):
-        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
-        s = x[:, :, ::self.stride, ::self.stride] if self.stride > 1 else x
-        if self.pad:  # option A: the new channels are zeros, after the old ones
-            s = F.pad(s, (0, 0, 0, 0, 0, self.pad))
-        return F.relu(y + s)
-
-
-class ResNet20(nn.Module):
-    """models/resnet20.cfg"""
+class ResNet20(common.ResNet20):
+    """models/resnet20.cfg (pytorch_common.py), with cltrain's init and decay mask"""
 
     def __init__(self, classes=10):
-        super().__init__()
-        layers = conv_bn(3, 16)
-        cin = 16
-        for cout in (16, 32, 64):
-            for b in range(3):
-                layers.append(Block(cin, cout, 2 if (b == 0 and cout != 16) else 1))
-                cin = cout
-        self.features = nn.Sequential(*layers)
-        self.fc = nn.Linear(64, classes)
+        super().__init__(classes)
         he_init(self)
-
-    def forward(self, x):
-        return self.fc(self.features(x).mean((2, 3)))
 
     param_groups = CifarCnn.param_groups
 

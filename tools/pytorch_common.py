@@ -61,7 +61,47 @@ class CifarCnn(nn.Module):
         return self.fc2(F.relu(self.bn1(self.fc1(x))))
 
 
-MODELS = {"mnist-cnn": MnistCnn, "cifar-cnn": CifarCnn}
+class Block(nn.Module):
+    """A basic block of models/resnet20.cfg: conv, bn, relu, conv, bn, + shortcut, relu."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1)
+        self.b1 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.c2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.b2 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.stride, self.pad = stride, cout - cin
+
+    def forward(self, x):
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        s = x[:, :, ::self.stride, ::self.stride] if self.stride > 1 else x
+        if self.pad:  # option A: the new channels are zeros, after the old ones
+            s = F.pad(s, (0, 0, 0, 0, 0, self.pad))
+        return F.relu(y + s)
+
+
+class ResNet20(nn.Module):
+    """models/resnet20.cfg: conv3x3 3->16 + batch norm + ReLU, 3 stages of 3
+    basic blocks (16, 32, 64 filters; stride 2 and option-A shortcuts at the
+    starts of stages 2 and 3), global average pooling, dense 64->10."""
+    shape = (3, 32, 32)
+
+    def __init__(self, classes=10):
+        super().__init__()
+        layers = [nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16, eps=1e-5, momentum=0.1), nn.ReLU()]
+        cin = 16
+        for cout in (16, 32, 64):
+            for b in range(3):
+                layers.append(Block(cin, cout, 2 if (b == 0 and cout != 16) else 1))
+                cin = cout
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.fc(self.features(x).mean((2, 3)))
+
+
+MODELS = {"mnist-cnn": MnistCnn, "cifar-cnn": CifarCnn, "resnet20": ResNet20}
 
 
 class _DlInfo(ctypes.Structure):
