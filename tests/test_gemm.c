@@ -131,6 +131,8 @@ static void test_tables(void **state) {
     int rows = 0, fallback = 0;
     for (const ct_gemm_default *d = ct_gemm_defaults; d->cls; d++, rows++) {
         assert_int_equal(ct_gemm_cfg_check(&d->cfg), 0);
+        ct_gemm_cfg narrow = {CT_GEMM_REG, {d->narrow_tm, 1, 0, 0, 0, 0}, d->cfg.kchunk};
+        if (d->narrow_tm) assert_int_equal(ct_gemm_cfg_check(&narrow), 0);
         fallback = !d->type && !d->vendor;
     }
     assert_true(rows >= 5);
@@ -154,6 +156,18 @@ static void test_table_row(void **state) {
     assert_string_equal(g_gemm.def_from, vec >= 16 ? "cpu-avx512" : "cpu");
     /* TM x NV float16 accumulators are 2*TM*NV ymm registers: at most 14 of AVX2's 16, so B and A's broadcast fit */
     if (vec < 16) assert_true(g_gemm.def.variant == CT_GEMM_REG && 2 * g_gemm.def.p[0] * g_gemm.def.p[1] <= 14);
+    /* shapes of at most 16 columns get the row's narrow kernel (NV = 1) where it has one, others the default */
+    const ct_gemm_default *row = ct_gemm_defaults;
+    while (row->cls && strcmp(row->cls, g_gemm.def_from)) row++;
+    int prog;
+    ct_gemm_cfg c;
+    ct_gemm_default_for(&g_gemm, 16, &prog, &c);
+    int narrow = row->narrow_tm > 0 && g_gemm.def.p[1] > 1;
+    assert_int_equal(c.p[0], narrow ? row->narrow_tm : g_gemm.def.p[0]);
+    assert_int_equal(c.p[1], narrow ? 1 : g_gemm.def.p[1]);
+    assert_int_equal(g_gemm.progs[prog].cfg.p[1], c.p[1]);
+    ct_gemm_default_for(&g_gemm, 17, &prog, &c);
+    assert_int_equal(prog, g_gemm.def_prog);
 }
 
 static int setup(void **state) {
@@ -161,7 +175,11 @@ static int setup(void **state) {
     if (!g_have_cl) return 0;
     assert_int_equal(ct_gemm_init(&g_gemm, &g_cl, CT_GEMM_NATIVE), 0);
     for (int i = 0; i < ct_gemm_n_candidates; i++) add_cfg(&ct_gemm_candidates[i]);
-    for (const ct_gemm_default *d = ct_gemm_defaults; d->cls; d++) add_cfg(&d->cfg);
+    for (const ct_gemm_default *d = ct_gemm_defaults; d->cls; d++) {
+        add_cfg(&d->cfg);
+        ct_gemm_cfg narrow = {CT_GEMM_REG, {d->narrow_tm, 1, 0, 0, 0, 0}, d->cfg.kchunk};
+        if (d->narrow_tm) add_cfg(&narrow);
+    }
     return 0;
 }
 static int teardown(void **state) {

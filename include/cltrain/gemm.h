@@ -34,6 +34,10 @@ typedef struct ct_gemm_default {
     const char *vendor;
     int min_vec;
     ct_gemm_cfg cfg;
+    /* > 0: shapes with N <= 16 (one float16 of columns) run the register
+     * kernel with TM = narrow_tm, NV = 1 instead of cfg: cfg's second column
+     * vector would be all edge (resnet20's 16-channel layers) */
+    int narrow_tm;
 } ct_gemm_default;
 extern const ct_gemm_default ct_gemm_defaults[];
 /* What `cltrain tune` tries (every entry is tested on PoCL), and its split-K chunks. */
@@ -57,6 +61,8 @@ typedef struct ct_gemm {
     ct_cl *cl;
     cl_kernel k_reduce, k_transpose;  /* from the first program (gemm.cl) */
     ct_gemm_cfg def;                  /* the shipped default or CLTRAIN_GEMM */
+    ct_gemm_cfg narrow;               /* the shipped default for N <= 16 (the table's narrow_tm), or def */
+    int narrow_prog;
     const char *def_from;             /* "table row cpu", "CLTRAIN_GEMM", ... */
     int def_prog;
     ct_gemm_prog progs[CT_GEMM_MAX_PROGS];
@@ -108,6 +114,8 @@ int ct_gemm_cfg_check(const ct_gemm_cfg *cfg);
 void ct_gemm_cfg_str(const ct_gemm_cfg *cfg, char *out, size_t n);
 /* The split count a shape gets with cfg (1: no split). */
 int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *cfg, int transA, int M, int N, int K);
+/* The shipped default for a shape of N columns: program and configuration. */
+void ct_gemm_default_for(const ct_gemm *g, int N, int *prog, ct_gemm_cfg *cfg);
 /* The choice recorded for a shape, or NULL. */
 ct_gemm_choice *ct_gemm_find(ct_gemm *g, int transA, int transB, int M, int N, int K);
 /* Record (or replace) a shape's choice; CT_EDEVICE when its program does not build. */

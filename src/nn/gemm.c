@@ -81,11 +81,19 @@ int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c) {
     return 0;
 }
 
+void ct_gemm_default_for(const ct_gemm *g, int N, int *prog, ct_gemm_cfg *cfg) {
+    int narrow = N <= 16 && g->narrow_prog != g->def_prog;
+    *prog = narrow ? g->narrow_prog : g->def_prog;
+    *cfg = narrow ? g->narrow : g->def;
+}
+
 /* the program and split-K chunk a shape runs with on our kernels */
 static void shape_prog(ct_gemm *g, int transA, int transB, int M, int N, int K, int *prog, int *kchunk) {
     ct_gemm_choice *c = g->use_choices ? ct_gemm_find(g, transA, transB, M, N, K) : NULL;
-    if (c && c->path == CT_GEMM_NATIVE && c->prog >= 0) { *prog = c->prog; *kchunk = c->cfg.kchunk; }
-    else { *prog = g->def_prog; *kchunk = g->def.kchunk; }
+    if (c && c->path == CT_GEMM_NATIVE && c->prog >= 0) { *prog = c->prog; *kchunk = c->cfg.kchunk; return; }
+    ct_gemm_cfg d;
+    ct_gemm_default_for(g, N, prog, &d);
+    *kchunk = d.kchunk;
 }
 
 static size_t work_need(const ct_gemm *g, int prog, int kchunk, int transA, int transB, int M, int N, int K) {
@@ -121,7 +129,10 @@ int ct_gemm_reserve(ct_gemm *g, int transA, int transB, int M, int N, int K) {
     int prog, kchunk;
     shape_prog(g, transA, transB, M, N, K, &prog, &kchunk);
     size_t need = work_need(g, prog, kchunk, transA, transB, M, N, K);
-    size_t need_def = work_need(g, g->def_prog, g->def.kchunk, transA, transB, M, N, K);
+    ct_gemm_cfg d;
+    int dprog;
+    ct_gemm_default_for(g, N, &dprog, &d);
+    size_t need_def = work_need(g, dprog, d.kchunk, transA, transB, M, N, K);
     return reserve_bytes(g, need > need_def ? need : need_def);
 }
 
@@ -259,6 +270,13 @@ int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode) {
         g->def = base;
         g->def_from = "fallback";
         g->def_prog = 0;
+    }
+    g->narrow = g->def;
+    g->narrow_prog = g->def_prog;
+    if (!(env && *env) && row->narrow_tm > 0 && g->def.variant == CT_GEMM_REG && g->def.p[1] > 1) {
+        ct_gemm_cfg n = {CT_GEMM_REG, {row->narrow_tm, 1, 0, 0, 0, 0}, g->def.kchunk};
+        int p = ct_gemm_prog_get(g, &n);
+        if (p >= 0) { g->narrow = n; g->narrow_prog = p; }
     }
     if (env && *env) CT_DEBUG(1, "gemm: CLTRAIN_GEMM set, the tuning database is not read");
     else load_db(g);

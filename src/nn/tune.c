@@ -306,7 +306,7 @@ typedef struct { int prog; int kchunk; double t; } tune_best;
 
 /* Time every candidate (and split-K chunk, where the shape splits) of one shape until `until`. */
 static void search_shape(ct_gemm *g, tune_shape *t, const ct_gemm_cfg *cand, int nc, int *failed, double until, FILE *log,
-                         tune_best *best) {
+                         int dprog, const ct_gemm_cfg *dcfg, tune_best *best) {
     char why[256], what[160];
     for (int i = 0; i < nc && ct_now() < until; i++) {
         if (failed[i]) continue;
@@ -318,7 +318,7 @@ static void search_shape(ct_gemm *g, tune_shape *t, const ct_gemm_cfg *cand, int
         }
         /* the default itself is timed already: the same program with the same split is not a candidate */
         int seen[8], n_seen = 0;
-        if (prog == g->def_prog) seen[n_seen++] = ct_gemm_splits(g, &g->def, t->tA, t->M, t->N, t->K);
+        if (prog == dprog) seen[n_seen++] = ct_gemm_splits(g, dcfg, t->tA, t->M, t->N, t->K);
         for (int j = -1; j < ct_gemm_n_kchunks && ct_now() < until; j++) {
             ct_gemm_cfg c = cand[i];
             if (j >= 0) c.kchunk = ct_gemm_kchunks[j];
@@ -350,13 +350,15 @@ static int tune_one(ct_gemm *g, const int *s, const ct_gemm_cfg *cand, int nc, i
         shape_free(&t);
         return 0;
     }
-    int kept = 0;
-    if (validate(g, &t, g->def_prog, g->def.kchunk, why, sizeof why)) {
+    int kept = 0, dprog;
+    ct_gemm_cfg d;
+    ct_gemm_default_for(g, s[3], &dprog, &d);
+    if (validate(g, &t, dprog, d.kchunk, why, sizeof why)) {
         fprintf(log, "the default gives a wrong result (%s); not tuned\n", why);
     } else {
-        double t_def = time_cfg(g, &t, g->def_prog, g->def.kchunk, until, 1e30);
-        tune_best best = {g->def_prog, g->def.kchunk, t_def};
-        search_shape(g, &t, cand, nc, failed, until, log, &best);
+        double t_def = time_cfg(g, &t, dprog, d.kchunk, until, 1e30);
+        tune_best best = {dprog, d.kchunk, t_def};
+        search_shape(g, &t, cand, nc, failed, until, log, dprog, &d, &best);
         ct_gemm_cfg c = g->progs[best.prog].cfg;
         c.kchunk = best.kchunk;
         ct_gemm_cfg_str(&c, what, sizeof what);
