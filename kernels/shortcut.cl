@@ -6,15 +6,22 @@
  * added into the gradient buffer of s, each element at most once, so no
  * atomics. Reference: src/ref/shortcut.c; tests: tests/test_shortcut.c. */
 
+/* the index in s of pixel p's channel c: the same pixel when the shapes
+ * agree (no divisions: they cost more than the addition), else every S-th */
+inline size_t src_index(int p, int c, int H, int W, int SH, int SW, int SC, int S) {
+    if (S == 1 && SH == H && SW == W) return (size_t)p * SC + c;
+    const int x = p % W, t = p / W, yy = t % H, b = t / H;
+    return (((size_t)b * SH + (size_t)yy * S) * SW + (size_t)x * S) * SC + c;
+}
+
 /* gws = (C, n = B*H*W) */
 __kernel void shortcut_fwd(__global float *y, __global const float *a, __global const float *s, const int H,
                            const int W, const int C, const int SH, const int SW, const int SC, const int S,
                            const int act, const int n) {
     const int c = (int)get_global_id(0), p = (int)get_global_id(1);
     if (c >= C || p >= n) return;
-    const int x = p % W, t = p / W, yy = t % H, b = t / H;
     float v = a[(size_t)p * C + c];
-    if (c < SC) v += s[(((size_t)b * SH + (size_t)yy * S) * SW + (size_t)x * S) * SC + c];
+    if (c < SC) v += s[src_index(p, c, H, W, SH, SW, SC, S)];
     if (act == CT_ACT_RELU) v = fmax(v, 0.0f);
     y[(size_t)p * C + c] = v;
 }
@@ -25,6 +32,5 @@ __kernel void shortcut_bwd(__global float *ds, __global const float *dy, const i
                            const int SH, const int SW, const int SC, const int S, const int n) {
     const int c = (int)get_global_id(0), p = (int)get_global_id(1);
     if (c >= SC || p >= n) return;
-    const int x = p % W, t = p / W, yy = t % H, b = t / H;
-    ds[(((size_t)b * SH + (size_t)yy * S) * SW + (size_t)x * S) * SC + c] += dy[(size_t)p * C + c];
+    ds[src_index(p, c, H, W, SH, SW, SC, S)] += dy[(size_t)p * C + c];
 }

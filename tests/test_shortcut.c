@@ -121,6 +121,10 @@ static void test_ref_proj_gradients(void **state) {
 static const char *cfg =
     "[net]\nheight=9\nwidth=9\nchannels=2\nclasses=3\n[conv]\nfilters=3\nsize=1\n[conv]\nfilters=5\nsize=3\nstride=2\npad=1\n"
     "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n";
+/* the same at stride 1 with as many channels: the identity shortcut (its own path in shortcut.cl) */
+static const char *cfg_identity =
+    "[net]\nheight=9\nwidth=7\nchannels=2\nclasses=3\n[conv]\nfilters=5\nsize=1\n[conv]\nfilters=5\nsize=3\npad=1\n"
+    "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n";
 
 /* Layer 1's backward with the shortcut (layer 2, from layer 0) cut off and then
  * routed: own gets layer 1's gradient of layer 0's output plus the shortcut's
@@ -142,16 +146,14 @@ static int routed_share(ct_model *m, int b, const float *ds, size_t ns, float *o
     return shared;
 }
 
-static void test_device(void **state) {
-    (void)state;
-    CT_NEED_CL();
+static void check_device(const char *text, int stride) {
     ct_model m;
-    assert_int_equal(ct_model_parse(&m, cfg, "shortcut-test"), 0);
+    assert_int_equal(ct_model_parse(&m, text, "shortcut-test"), 0);
     assert_int_equal(ct_model_setup(&m, &g_cl, 4, CT_GEMM_NATIVE), 0);
     ct_model_init_weights(&m, 5);
     ct_layer *L0 = &m.layers[0], *L1 = &m.layers[1], *L = &m.layers[2];
     assert_int_equal(L->from, 0);
-    assert_int_equal(L->stride, 2);
+    assert_int_equal(L->stride, stride);
     const int b = 3; /* an odd batch, under the allocated 4 */
     size_t na = (size_t)b * ct_out_size(L), ns = (size_t)b * ct_out_size(L0);
     float *a = malloc(na * 4), *s = malloc(ns * 4), *want = malloc(na * 4), *got = malloc(na * 4), *dy = malloc(na * 4);
@@ -167,22 +169,32 @@ static void test_device(void **state) {
     ct_cl_write(&g_cl, L->out, 0, na * 4, nan);
     ct_layer_forward(&m, 2, b);
     ct_cl_read(&g_cl, L->out, 0, na * 4, got);
-    ref_shortcut_forward(want, a, s, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, 2, 1);
+    ref_shortcut_forward(want, a, s, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, stride, 1);
     assert_true(ct_compare("shortcut forward", got, want, na, 0, 0));
     /* backward: dx of the shortcut is the ReLU-masked dy */
     ct_cl_write(&g_cl, m.layers[3].dx, 0, na * 4, dy);
     ct_cl_write(&g_cl, L->dx, 0, na * 4, nan);
     ct_layer_backward(&m, 2, b);
     ct_cl_read(&g_cl, L->dx, 0, na * 4, got);
-    ref_shortcut_backward(da, ds, dy, want, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, 2, 1);
+    ref_shortcut_backward(da, ds, dy, want, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, stride, 1);
     assert_true(ct_compare("shortcut backward (its input)", got, da, na, 0, 0));
     /* layer 1's backward writes the gradient of layer 0's output; the shortcut adds its share */
     int shared = routed_share(&m, b, ds, ns, own, both);
-    fprintf(stderr, "# %d of %zu gradient values of layer 0's output get a share from the shortcut\n", shared, ns);
+    fprintf(stderr, "# stride %d: %d of %zu gradient values of layer 0's output get a share from the shortcut\n", stride,
+            shared, ns);
+    /* subsampled: only every S-th pixel's first SC channels; identity: all but those ReLU zeroed */
     assert_true(shared > 0 && (size_t)shared < ns);
+    if (stride == 1) assert_true((size_t)shared > ns / 4);
     assert_true(ct_compare("gradient into layer 0 (conv's own + shortcut's)", both, own, ns, 1e-6, 1e-7));
     free(a); free(s); free(want); free(got); free(dy); free(ds); free(own); free(both); free(da); free(nan);
     ct_model_free(&m);
+}
+
+static void test_device(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_device(cfg, 2);
+    check_device(cfg_identity, 1);
 }
 
 /* Layer 2, a projecting shortcut from layer 0 over layer 1, against the
