@@ -8,9 +8,12 @@
  * TM*NV fused multiply-adds per NV vector loads. Rows and columns past the
  * edge are clamped on load and skipped on store.
  *
- * Split-K: work-items with get_global_id(2) = s compute the K range
- * [s*kchunk, min(K, (s+1)*kchunk)) and write their partial tile to
- * C + s*M*ldc (alpha 1, beta 0, no bias); gemm_reduce sums the partials.
+ * Split-K and batches: get_global_id(2) = b*nsplit + s. Batch b's matrices
+ * start strideA, strideB, strideC floats after batch b-1's (a batch of
+ * products of one shape in one launch: Winograd's 16 or 36). With nsplit > 1
+ * the work-items of split s compute the K range [s*kchunk, min(K,
+ * (s+1)*kchunk)) and write their partial tile to C + b*strideC + s*M*ldc
+ * (alpha 1, beta 0, no bias); gemm_reduce sums the partials.
  * Reference: src/ref/gemm.c; tests: tests/test_gemm.c. */
 #ifndef TM
 #define TM 8
@@ -41,16 +44,17 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha,
                    __global const float *A, const int offA, const int lda, const int transA,
                    __global const float *B, const int offB, const int ldb,
                    const float beta, __global float *C, const int offC, const int ldc,
-                   __global const float *bias, const int offBias, const int act, const int kchunk) {
+                   __global const float *bias, const int offBias, const int act, const int kchunk,
+                   const int nsplit, const int strideA, const int strideB, const int strideC) {
     const int m0 = (int)get_global_id(0) * TM;
     const int n0 = (int)get_global_id(1) * (16 * NV);
     if (m0 >= M || n0 >= N) return;
-    const int s = (int)get_global_id(2);
+    const int z = (int)get_global_id(2), s = z % nsplit, bt = z / nsplit;
     const int k0 = s * kchunk;
     const int k1 = min(K, k0 + kchunk);
-    A += offA;
-    B += offB;
-    C += offC + (size_t)s * M * ldc;
+    A += offA + (size_t)bt * strideA;
+    B += offB + (size_t)bt * strideB;
+    C += offC + (size_t)bt * strideC + (size_t)s * M * ldc;
     float16 acc[TM][NV];
     _Pragma("unroll") for (int r = 0; r < TM; r++)
         _Pragma("unroll") for (int v = 0; v < NV; v++) acc[r][v] = (float16)(0.0f);
@@ -96,18 +100,20 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha,
 }
 
 /* C[m, n] = alpha * sum_s P[s][m][n] + beta * C[m, n] (+ bias[n]) (ReLU).
- * One work-item per element; P is [S][M][ldp] at offset offP (P may be C itself, S = 1). */
+ * One work-item per element; P is [S][M][ldp] at offset offP (P may be C itself, S = 1).
+ * get_global_id(2) = b: batch b's P starts S*M*ldp floats after b-1's, its C strideC after. */
 __kernel void gemm_reduce(const int M, const int N, const int S, const float alpha,
                           __global const float *P, const int offP, const int ldp, const float beta,
                           __global float *C, const int offC, const int ldc,
-                          __global const float *bias, const int offBias, const int act) {
-    const int n = (int)get_global_id(0), m = (int)get_global_id(1);
+                          __global const float *bias, const int offBias, const int act, const int strideC) {
+    const int n = (int)get_global_id(0), m = (int)get_global_id(1), bt = (int)get_global_id(2);
     if (n >= N || m >= M) return;
     float sum = 0.0f;
     const size_t stride = (size_t)M * ldp;
-    for (int s = 0; s < S; s++) sum += P[offP + s * stride + (size_t)m * ldp + n];
+    P += offP + (size_t)bt * S * stride;
+    for (int s = 0; s < S; s++) sum += P[s * stride + (size_t)m * ldp + n];
     float x = alpha * sum;
-    __global float *c = C + offC + (size_t)m * ldc + n;
+    __global float *c = C + offC + (size_t)bt * strideC + (size_t)m * ldc + n;
     if (beta != 0.0f) x += beta * *c;
     if (bias) x += bias[offBias + n];
     if (act == CT_ACT_RELU) x = fmax(x, 0.0f);

@@ -1,7 +1,8 @@
 /* gemm_local.cl: the GPU-shaped GEMM, same contract as gemm() in gemm.cl:
  * C = alpha * op(A) * B + beta * C (+ bias[n]) (ReLU), row-major, op(A) is
- * A [M, K] (transA = 0) or [K, M] (transA = 1), B is [K, N]; split-K over
- * get_group_id(2) with partials at C + s*M*ldc (summed by gemm_reduce).
+ * A [M, K] (transA = 0) or [K, M] (transA = 1), B is [K, N]; split-K and
+ * batches over get_group_id(2) = b*nsplit + s, partials at C + b*strideC +
+ * s*M*ldc (summed by gemm_reduce), as in gemm.cl.
  *
  * A work-group computes a TSM x TSN tile of C. It has (TSN/WPTN) x (TSM/WPTM)
  * work-items; each keeps a WPTM x WPTN micro-tile in registers, its rows and
@@ -92,16 +93,17 @@ void gemm_local(const int M, const int N, const int K, const float alpha,
                 __global const float *A, const int offA, const int lda, const int transA,
                 __global const float *B, const int offB, const int ldb,
                 const float beta, __global float *C, const int offC, const int ldc,
-                __global const float *bias, const int offBias, const int act, const int kchunk) {
+                __global const float *bias, const int offBias, const int act, const int kchunk,
+                const int nsplit, const int strideA, const int strideB, const int strideC) {
     __local float As[2][TSK * TSM];
     __local float Bs[2][TSK * TSN];
     const int tx = (int)get_local_id(0), ty = (int)get_local_id(1), tid = ty * RTSN + tx;
     const int n0 = (int)get_group_id(0) * TSN, m0 = (int)get_group_id(1) * TSM;
-    const int s = (int)get_group_id(2);
+    const int z = (int)get_group_id(2), s = z % nsplit, bt = z / nsplit;
     const int k0 = s * kchunk, k1 = min(K, k0 + kchunk);
-    A += offA;
-    B += offB;
-    C += offC + (size_t)s * M * ldc;
+    A += offA + (size_t)bt * strideA;
+    B += offB + (size_t)bt * strideB;
+    C += offC + (size_t)bt * strideC + (size_t)s * M * ldc;
     float acc[WPTM][WPTN];
     for (int r = 0; r < WPTM; r++)
         for (int c = 0; c < WPTN; c++) acc[r][c] = 0.0f;

@@ -105,6 +105,64 @@ static void test_native_model_shapes(void **state) {
     check_shape(CT_GEMM_NATIVE, 0, 0, 8, 128, 9216, 1.0f, 0.0f, 1, 1, 11);
 }
 
+/* count products of one shape through ct_gemm_run_batched, strided apart with
+ * gaps, each against the reference, with every program (set as the shape's
+ * choice, so the real dispatch runs) and on the CLBlast path (one call each) */
+static void check_batched(int tA, int M, int N, int K, float beta, uint64_t seed) {
+    enum { COUNT = 3 };
+    ct_rng r = ct_rng_make(seed, (uint64_t)M * 131 + N, (uint64_t)K);
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    size_t sa = na + 5, sb = nb + 3, sc = nc + 7; /* strides with gaps that must stay untouched */
+    float *A = malloc(COUNT * sa * 4), *Bm = malloc(COUNT * sb * 4), *C = malloc(COUNT * sc * 4);
+    float *want = malloc(COUNT * sc * 4), *got = malloc(COUNT * sc * 4);
+    ct_fill_rand(A, COUNT * sa, &r, 1);
+    ct_fill_rand(Bm, COUNT * sb, &r, 1);
+    ct_fill_rand(C, COUNT * sc, &r, 1);
+    if (beta == 0.0f) /* beta 0 must not read C: poison the products, keep the gaps finite */
+        for (int b = 0; b < COUNT; b++) ct_fill_nan(C + b * sc, nc);
+    int lda = tA ? M : K;
+    cl_mem dA = ct_test_buf(NULL, COUNT * sa + 2), dB = ct_test_buf(NULL, COUNT * sb + 2), dC = ct_test_nanbuf(COUNT * sc + 2);
+    ct_cl_write(&g_cl, dA, 8, COUNT * sa * 4, A);
+    ct_cl_write(&g_cl, dB, 8, COUNT * sb * 4, Bm);
+    double atol = 1e-5 * sqrt((double)K + 1) * 4;
+    char what[256], cfg[160];
+    for (int i = 0; i <= g_nprogs; i++) { /* i == g_nprogs: CLBlast */
+        memcpy(want, C, COUNT * sc * 4);
+        for (int b = 0; b < COUNT; b++) {
+            ref_gemm(tA, 0, M, N, K, 1.0f, A + b * sa, lda, Bm + b * sb, N, beta, want + b * sc, N, NULL, 0);
+            for (size_t j = nc; j < sc; j++) want[b * sc + j] = C[b * sc + j]; /* the gaps keep what they had */
+        }
+        ct_cl_write(&g_cl, dC, 8, COUNT * sc * 4, C);
+        g_gemm.n_choices = 0;
+        if (i < g_nprogs) {
+            ct_gemm_cfg c = g_gemm.progs[g_progs[i]].cfg;
+            assert_int_equal(ct_gemm_choose(&g_gemm, tA, 0, M, N, K, CT_GEMM_NATIVE, &c), 0);
+            ct_gemm_cfg_str(&c, cfg, sizeof cfg);
+        } else {
+            g_gemm.mode = CT_GEMM_CLBLAST;
+            snprintf(cfg, sizeof cfg, "clblast");
+        }
+        assert_int_equal(ct_gemm_reserve_batched(&g_gemm, COUNT, tA, 0, M, N, K), 0);
+        ct_gemm_run_batched(&g_gemm, COUNT, tA, M, N, K, 1.0f, dA, 2, lda, sa, dB, 2, N, sb, beta, dC, 2, N, sc);
+        g_gemm.mode = CT_GEMM_NATIVE;
+        ct_cl_read(&g_cl, dC, 8, COUNT * sc * 4, got);
+        snprintf(what, sizeof what, "%s batched x%d gemm %cN M%d N%d K%d", cfg, COUNT, tA ? 'T' : 'N', M, N, K);
+        assert_true(ct_compare(what, got, want, COUNT * sc, 1e-4, atol));
+    }
+    g_gemm.n_choices = 0;
+    ct_cl_release(&dA); ct_cl_release(&dB); ct_cl_release(&dC);
+    free(A); free(Bm); free(C); free(want); free(got);
+}
+
+static void test_batched(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_batched(0, 37, 16, 16, 0.0f, 21);  /* Winograd's forward shape (resnet20's 16 channels), odd tile count */
+    check_batched(0, 50, 33, 19, 1.0f, 22);  /* odd everything, accumulating */
+    check_batched(1, 16, 16, 3001, 0.0f, 23); /* the weight gradient: a long reduction, split over K */
+    check_batched(1, 9, 40, 1100, 0.5f, 24);
+}
+
 static void test_clblast_path(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -195,6 +253,7 @@ int main(void) {
         cmocka_unit_test(test_native_alpha_beta_bias_relu),
         cmocka_unit_test(test_native_split_k),
         cmocka_unit_test(test_native_model_shapes),
+        cmocka_unit_test(test_batched),
         cmocka_unit_test(test_clblast_path),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -85,6 +85,13 @@ void ct_gemm_free(ct_gemm *g);
 /* Reserve workspace for a shape ahead of time, so no allocation happens while
  * training; also records the shape (the tuner's list). */
 int ct_gemm_reserve(ct_gemm *g, int transA, int transB, int M, int N, int K);
+/* The same for `count` products of one shape (Winograd's 16 or 36): product
+ * i's A, B and C start i*strideA, i*strideB, i*strideC floats after product
+ * 0's. One launch on our kernels; B not transposed, no bias. */
+int ct_gemm_reserve_batched(ct_gemm *g, int count, int transA, int transB, int M, int N, int K);
+void ct_gemm_run_batched(ct_gemm *g, int count, int transA, int M, int N, int K, float alpha, cl_mem A, size_t offA,
+                         int lda, size_t strideA, cl_mem B, size_t offB, int ldb, size_t strideB, float beta, cl_mem C,
+                         size_t offC, int ldc, size_t strideC);
 /* A is [M,K] (transA=0) or [K,M]; B is [K,N] (transB=0) or [N,K]; offsets in floats. */
 void ct_gemm_run(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
                  cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,

@@ -96,12 +96,12 @@ static void shape_prog(ct_gemm *g, int transA, int transB, int M, int N, int K, 
     *kchunk = d.kchunk;
 }
 
-static size_t work_need(const ct_gemm *g, int prog, int kchunk, int transA, int transB, int M, int N, int K) {
+static size_t work_need(const ct_gemm *g, int prog, int kchunk, int count, int transA, int transB, int M, int N, int K) {
     size_t need = 0;
     ct_gemm_cfg c = g->progs[prog].cfg;
     c.kchunk = kchunk;
     int s = ct_gemm_splits(g, &c, transA, M, N, K);
-    if (s > 1) need += ct_round_up((size_t)s * M * N * sizeof(float), GEMM_WORK_ALIGN);
+    if (s > 1) need += ct_round_up((size_t)count * s * M * N * sizeof(float), GEMM_WORK_ALIGN);
     if (transB) need += (size_t)K * N * sizeof(float);
     return need;
 }
@@ -117,6 +117,10 @@ static int reserve_bytes(ct_gemm *g, size_t need) {
 }
 
 int ct_gemm_reserve(ct_gemm *g, int transA, int transB, int M, int N, int K) {
+    return ct_gemm_reserve_batched(g, 1, transA, transB, M, N, K);
+}
+
+int ct_gemm_reserve_batched(ct_gemm *g, int count, int transA, int transB, int M, int N, int K) {
     int known = 0;
     for (int i = 0; i < g->n_shapes && !known; i++) {
         const int *s = g->shapes[i];
@@ -128,11 +132,11 @@ int ct_gemm_reserve(ct_gemm *g, int transA, int transB, int M, int N, int K) {
     }
     int prog, kchunk;
     shape_prog(g, transA, transB, M, N, K, &prog, &kchunk);
-    size_t need = work_need(g, prog, kchunk, transA, transB, M, N, K);
+    size_t need = work_need(g, prog, kchunk, count, transA, transB, M, N, K);
     ct_gemm_cfg d;
     int dprog;
     ct_gemm_default_for(g, N, &dprog, &d);
-    size_t need_def = work_need(g, dprog, d.kchunk, transA, transB, M, N, K);
+    size_t need_def = work_need(g, dprog, d.kchunk, count, transA, transB, M, N, K);
     return reserve_bytes(g, need > need_def ? need : need_def);
 }
 
@@ -306,18 +310,23 @@ int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int 
     return 0;
 }
 
+static void run_reduce_n(ct_gemm *g, int count, int M, int N, int S, float alpha, cl_mem P, size_t offP, int ldp, float beta,
+                         cl_mem C, size_t offC, int ldc, size_t strideC, cl_mem bias, size_t offBias, int act) {
+    ct_kargs(g->k_reduce, M, N, S, alpha, P, (int)offP, ldp, beta, C, (int)offC, ldc, bias,
+               (int)offBias, act, (int)strideC);
+    size_t gws[3] = {(size_t)N, (size_t)M, (size_t)count}, lws[3] = {N >= 16 ? 16 : 1, 1, 1};
+    ct_cl_run(g->cl, g->k_reduce, "gemm_reduce", 3, gws, g->cl->is_cpu ? NULL : lws);
+}
+
 static void run_reduce(ct_gemm *g, int M, int N, int S, float alpha, cl_mem P, size_t offP, int ldp, float beta,
                        cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
-    ct_kargs(g->k_reduce, M, N, S, alpha, P, (int)offP, ldp, beta, C, (int)offC, ldc, bias,
-               (int)offBias, act);
-    size_t gws[2] = {(size_t)N, (size_t)M}, lws[2] = {N >= 16 ? 16 : 1, 1};
-    ct_cl_run(g->cl, g->k_reduce, "gemm_reduce", 2, gws, g->cl->is_cpu ? NULL : lws);
+    run_reduce_n(g, 1, M, N, S, alpha, P, offP, ldp, beta, C, offC, ldc, 0, bias, offBias, act);
 }
 
 /* launch the register kernel: one work-item per TM x 16*NV tile */
-static void launch_reg(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int N, int S) {
+static void launch_reg(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int N, int S, int count) {
     int tiles_m = (M + c->p[0] - 1) / c->p[0], tiles_n = (N + 16 * c->p[1] - 1) / (16 * c->p[1]);
-    size_t gws[3] = {(size_t)tiles_m, (size_t)tiles_n, (size_t)S};
+    size_t gws[3] = {(size_t)tiles_m, (size_t)tiles_n, (size_t)S * count};
     if (g->cl->is_cpu) {
         /* one work-group = all tiles of one K chunk (they share its rows in cache),
          * or a strip of row tiles sharing one column panel of B */
@@ -334,27 +343,29 @@ static void launch_reg(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int
 }
 
 /* launch the local-memory kernel: one work-group per TSM x TSN tile */
-static void launch_local(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int N, int S) {
+static void launch_local(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int N, int S, int count) {
     const int *p = c->p;
     size_t lws[3] = {(size_t)(p[1] / p[4]), (size_t)(p[0] / p[3]), 1};
-    size_t gws[3] = {(size_t)((N + p[1] - 1) / p[1]) * lws[0], (size_t)((M + p[0] - 1) / p[0]) * lws[1], (size_t)S};
+    size_t gws[3] = {(size_t)((N + p[1] - 1) / p[1]) * lws[0], (size_t)((M + p[0] - 1) / p[0]) * lws[1], (size_t)S * count};
     ct_cl_run(g->cl, k, "gemm_local", 3, gws, lws);
 }
 
-void ct_gemm_native_with(ct_gemm *g, int prog, int kchunk, int transA, int transB, int M, int N, int K, float alpha,
-                         cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
-                         float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
-    if (M <= 0 || N <= 0) return;
+/* count products of one shape in one launch (and one reduce when K is split); strides in floats */
+static void native_run(ct_gemm *g, int prog, int kchunk, int count, size_t sA, size_t sB, size_t sC, int transA,
+                       int transB, int M, int N, int K, float alpha, cl_mem A, size_t offA, int lda, cl_mem B, size_t offB,
+                       int ldb, float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
+    if (M <= 0 || N <= 0 || count <= 0) return;
+    CT_ASSERT(count == 1 || !transB);
     const ct_gemm_prog *gp = &g->progs[prog];
     ct_gemm_cfg c = gp->cfg;
     c.kchunk = kchunk;
-    size_t need = work_need(g, prog, kchunk, transA, transB, M, N, K);
+    size_t need = work_need(g, prog, kchunk, count, transA, transB, M, N, K);
     if (need > g->work_bytes && reserve_bytes(g, need)) {
         fprintf(stderr, "cltrain: %s\n", ct_last_error());
         exit(1);
     }
     int S = ct_gemm_splits(g, &c, transA, M, N, K);
-    size_t partial_bytes = S > 1 ? ct_round_up((size_t)S * M * N * sizeof(float), GEMM_WORK_ALIGN) : 0;
+    size_t partial_bytes = S > 1 ? ct_round_up((size_t)count * S * M * N * sizeof(float), GEMM_WORK_ALIGN) : 0;
     if (transB) {
         /* B is [N, K]: transpose into the workspace as [K, N] */
         int offT = (int)(partial_bytes / sizeof(float));
@@ -368,14 +379,22 @@ void ct_gemm_native_with(ct_gemm *g, int prog, int kchunk, int transA, int trans
     int kc = S > 1 ? (K + S - 1) / S : K;
     cl_mem out = S > 1 ? g->work : C;
     int offOut = S > 1 ? 0 : (int)offC, ldOut = S > 1 ? N : ldc;
+    size_t sOut = S > 1 ? (size_t)S * M * N : sC;
     float a1 = S > 1 ? 1.0f : alpha, b1 = S > 1 ? 0.0f : beta;
     cl_mem bias1 = S > 1 ? NULL : bias;
     int act1 = S > 1 ? 0 : act;
     ct_kargs(gp->k, M, N, K, a1, A, (int)offA, lda, transA, B, (int)offB, ldb, b1, out, offOut,
-               ldOut, bias1, (int)offBias, act1, kc);
-    if (c.variant == CT_GEMM_REG) launch_reg(g, gp->k, &c, M, N, S);
-    else launch_local(g, gp->k, &c, M, N, S);
-    if (S > 1) run_reduce(g, M, N, S, alpha, g->work, 0, N, beta, C, offC, ldc, bias, offBias, act);
+               ldOut, bias1, (int)offBias, act1, kc, S, (int)sA, (int)sB, (int)sOut);
+    if (c.variant == CT_GEMM_REG) launch_reg(g, gp->k, &c, M, N, S, count);
+    else launch_local(g, gp->k, &c, M, N, S, count);
+    if (S > 1) run_reduce_n(g, count, M, N, S, alpha, g->work, 0, N, beta, C, offC, ldc, sC, bias, offBias, act);
+}
+
+void ct_gemm_native_with(ct_gemm *g, int prog, int kchunk, int transA, int transB, int M, int N, int K, float alpha,
+                         cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
+                         float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
+    native_run(g, prog, kchunk, 1, 0, 0, 0, transA, transB, M, N, K, alpha, A, offA, lda, B, offB, ldb, beta, C, offC, ldc,
+               bias, offBias, act);
 }
 
 void ct_gemm_native(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
@@ -439,6 +458,23 @@ static int auto_choose(ct_gemm *g, int transA, int transB, int M, int N, int K,
     if (!ct_gemm_choose(g, transA, transB, M, N, K, path, &cfg) && g->db_path[0] && ct_gemm_db_save(g, g->db_path))
         fprintf(stderr, "cltrain: %s\n", ct_last_error());
     return path;
+}
+
+void ct_gemm_run_batched(ct_gemm *g, int count, int transA, int M, int N, int K, float alpha, cl_mem A, size_t offA,
+                         int lda, size_t strideA, cl_mem B, size_t offB, int ldb, size_t strideB, float beta, cl_mem C,
+                         size_t offC, int ldc, size_t strideC) {
+    ct_gemm_choice *c = g->use_choices ? ct_gemm_find(g, transA, 0, M, N, K) : NULL;
+    int native = g->mode == CT_GEMM_NATIVE || (g->mode == CT_GEMM_AUTO && c && c->path == CT_GEMM_NATIVE);
+    if (!native) { /* --gemm clblast, or auto with CLBlast chosen or still to time this shape: one call per product */
+        for (int i = 0; i < count; i++)
+            ct_gemm_run(g, transA, 0, M, N, K, alpha, A, offA + i * strideA, lda, B, offB + i * strideB, ldb, beta, C,
+                        offC + i * strideC, ldc, NULL, 0, 0);
+        return;
+    }
+    int prog, kchunk;
+    shape_prog(g, transA, 0, M, N, K, &prog, &kchunk);
+    native_run(g, prog, kchunk, count, strideA, strideB, strideC, transA, 0, M, N, K, alpha, A, offA, lda, B, offB, ldb,
+               beta, C, offC, ldc, NULL, 0, 0);
 }
 
 void ct_gemm_run(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,

@@ -2,8 +2,8 @@
  * im2col + GEMM with the bias and ReLU fused into the GEMM; weights
  * [k, k, ic, oc] (HWIO), bias [oc]. A 3x3 stride-1 convolution chosen by
  * --conv (ct_conv_wino_tile) runs as Winograd F(2x2, 3x3) or F(4x4, 3x3)
- * instead: transforms in kernels/winograd.cl around 16 or 36 GEMMs, forward
- * and both gradients.
+ * instead: transforms in kernels/winograd.cl around 16 or 36 GEMMs (one
+ * batched launch), forward and both gradients.
  * Kernels: kernels/conv.cl (im2col, col2im), kernels/winograd.cl and the
  * GEMM. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
@@ -108,9 +108,10 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
         n->kept += keep;
     }
     if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, (int)rows))) return rc;    /* bias gradient */
-    if ((rc = ct_gemm_reserve(&m->gemm, 0, 0, (int)T, L->oc, L->ic))) return rc;  /* forward */
-    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, L->ic, L->oc, (int)T))) return rc;  /* weight gradient */
-    return ct_gemm_reserve(&m->gemm, 0, 0, (int)T2, L->ic, L->oc);                /* data gradient */
+    int np = wn2(L); /* each a batch of n*n products, one launch */
+    if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 0, 0, (int)T, L->oc, L->ic))) return rc;  /* forward */
+    if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 1, 0, L->ic, L->oc, (int)T))) return rc;  /* weight gradient */
+    return ct_gemm_reserve_batched(&m->gemm, np, 0, 0, (int)T2, L->ic, L->oc);                /* data gradient */
 }
 
 /* V [n*n][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into V */
@@ -125,9 +126,8 @@ static void wino_in(ct_model *m, const ct_layer *L, cl_mem V, cl_mem x, int H, i
 
 /* the n*n GEMMs M[xi] (T x N) = V[xi] (T x Kd) * U[xi] (Kd x N): V * ws3 -> ws2 */
 static void wino_gemms(ct_model *m, const ct_layer *L, cl_mem V, int T, int N, int Kd) {
-    for (size_t xi = 0; xi < (size_t)wn2(L); xi++)
-        ct_gemm_run(&m->gemm, 0, 0, T, N, Kd, 1.0f, V, xi * T * Kd, Kd, m->ws3, xi * Kd * N, N, 0.0f, m->ws2,
-                    xi * T * N, N, NULL, 0, 0);
+    ct_gemm_run_batched(&m->gemm, wn2(L), 0, T, N, Kd, 1.0f, V, 0, Kd, (size_t)T * Kd, m->ws3, 0, N, (size_t)Kd * N, 0.0f,
+                        m->ws2, 0, N, (size_t)T * N);
 }
 
 /* y [B, OH, OW, N] = A^T M A (+ bias, act) from ws2 */
@@ -165,9 +165,8 @@ static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, i
     ct_kargs(w->dy, m->ws2, dy, L->oh, L->ow, K, TH, TW, T);
     size_t gws = (size_t)T;
     ct_cl_run(m->cl, w->dy, "wino_dy", 1, &gws, &tile_lws);
-    for (size_t xi = 0; xi < (size_t)wn2(L); xi++)
-        ct_gemm_run(&m->gemm, 1, 0, C, K, T, 1.0f, V, xi * T * C, C, m->ws2, xi * T * K, K, 0.0f, m->ws3,
-                    xi * C * K, K, NULL, 0, 0);
+    ct_gemm_run_batched(&m->gemm, wn2(L), 1, C, K, T, 1.0f, V, 0, C, (size_t)T * C, m->ws2, 0, K, (size_t)T * K, 0.0f,
+                        m->ws3, 0, K, (size_t)C * K);
     ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws3, C, K);
     size_t gw[2] = {(size_t)K, (size_t)C};
     ct_cl_run(m->cl, w->dw, "wino_dw", 2, gw, NULL);
