@@ -128,9 +128,11 @@ ct_gemm_choice *ct_gemm_find(ct_gemm *g, int transA, int transB, int M, int N, i
 /* Record (or replace) a shape's choice; CT_EDEVICE when its program does not build. */
 int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int path, const ct_gemm_cfg *cfg);
 
-/* The conv choice recorded for a shape (batch, input side and channels,
- * output channels, padding), or NULL. */
-const ct_conv_choice *ct_conv_find(const ct_gemm *g, int B, int ih, int iw, int ic, int oc, int pad);
+/* 1 when a and b are the same conv shape (batch, input side and channels,
+ * output channels, padding; the tile is not compared). */
+int ct_conv_same_shape(const ct_conv_choice *a, const ct_conv_choice *b);
+/* The conv choice recorded for key's shape, or NULL. */
+const ct_conv_choice *ct_conv_find(const ct_gemm *g, const ct_conv_choice *key);
 /* Record (or replace) a conv shape's choice; CT_EINPUT when the table is full or the tile is not 0, 2 or 4. */
 int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c);
 

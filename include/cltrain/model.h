@@ -43,6 +43,13 @@ typedef struct ct_layer {
     cl_mem bn_stats, bn_sums;   /* batch norm: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each */
 } ct_layer;
 
+/* A conv layer whose algorithm --conv auto may take from the tuning database
+ * (3x3, stride 1), and its key there at batch B. */
+static inline int ct_conv_tunable(const ct_layer *L) { return L->k == 3 && L->stride == 1; }
+static inline ct_conv_choice ct_conv_key(const ct_layer *L, int B) {
+    return (ct_conv_choice){B, L->ih, L->iw, L->ic, L->oc, L->pad, 0};
+}
+
 #define CT_MAX_LAYERS 64
 
 typedef struct ct_model {

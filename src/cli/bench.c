@@ -35,6 +35,12 @@ typedef struct { ct_model *m; int i, B; } layer_arg;
 static void fwd_fn(void *p) { layer_arg *a = p; ct_layer_forward(a->m, a->i, a->B); }
 static void bwd_fn(void *p) { layer_arg *a = p; ct_layer_backward(a->m, a->i, a->B); }
 
+void cli_real_gradients(ct_model *m, int B) {
+    ct_model_forward(m, B);
+    ct_model_loss(m, B);
+    ct_model_backward(m, B, NULL, NULL);
+}
+
 double cli_time_layer(ct_model *m, int i, int B, int reps) {
     layer_arg a = {m, i, B};
     return time_it(m->cl, fwd_fn, &a, reps) + time_it(m->cl, bwd_fn, &a, reps);
@@ -161,11 +167,7 @@ static int bench_kernels(const cli_opts *c) {
                    " 36 or 16 GEMMs through CLBlast)\n");
             break;
         }
-    /* one real step first, so every layer's dy holds real gradients: never-written
-     * buffers can hold denormals, which run many times slower on CPUs */
-    ct_model_forward(&m, B);
-    ct_model_loss(&m, B);
-    ct_model_backward(&m, B, NULL, NULL);
+    cli_real_gradients(&m, B);
     double tot[2][2] = {{0, 0}, {0, 0}}, totf[2] = {0, 0};
     for (int i = 0; i < m.n_layers; i++) {
         ct_layer *L = &m.layers[i];

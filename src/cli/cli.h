@@ -47,6 +47,9 @@ int cmd_export(int argc, char **argv);
 int cli_bench_setup(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode);
 /* the same with the model's tuning-database fields (db_defaults, conv_tuned, n_conv_tuned) taken from db */
 int cli_bench_setup_db(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode, const ct_model *db);
+/* one forward and backward on the loaded batch, so every layer's dy holds real gradients before
+ * layers are timed one by one: never-written buffers can hold denormals, many times slower on CPUs */
+void cli_real_gradients(ct_model *m, int B);
 /* layer i's forward plus backward time, each the best of reps after a warm-up run */
 double cli_time_layer(ct_model *m, int i, int B, int reps);
 /* one training step on the loaded batch, as ct_train runs it (no host sync) */

@@ -70,21 +70,20 @@ static void drop_model_choices(ct_gemm *g, const ct_gemm *before) {
 
 static const int TILES[3] = {0, 2, 4}, ALGOS[3] = {CT_CONV_IM2COL, CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
 static const char *const ALGO_NAMES[3] = {"im2col", "wino2", "wino4"};
+/* rule: the index (into TILES) of the algorithm the shipped rule gives the shape */
 typedef struct { ct_conv_choice key; int rule, layers; double t[3]; } conv_shape;
 
-static int is_tunable_conv(const ct_layer *L) { return L->type == CT_L_CONV && L->k == 3 && L->stride == 1; }
+static int is_tunable_conv(const ct_layer *L) { return L->type == CT_L_CONV && ct_conv_tunable(L); }
+static int tile_index(int tile) { return tile == 4 ? 2 : tile == 2 ? 1 : 0; }
 
 static int key_index(const conv_shape *cs, int n, const ct_conv_choice *q) {
-    for (int j = 0; j < n; j++) {
-        const ct_conv_choice *k = &cs[j].key;
-        if (k->B == q->B && k->ih == q->ih && k->iw == q->iw && k->ic == q->ic && k->oc == q->oc && k->pad == q->pad) return j;
-    }
+    for (int j = 0; j < n; j++)
+        if (ct_conv_same_shape(&cs[j].key, q)) return j;
     return -1;
 }
 
-static ct_conv_choice layer_key(const ct_layer *L, int B) { return (ct_conv_choice){B, L->ih, L->iw, L->ic, L->oc, L->pad, 0}; }
 static int shape_index(const conv_shape *cs, int n, const ct_layer *L, int B) {
-    ct_conv_choice q = layer_key(L, B);
+    ct_conv_choice q = ct_conv_key(L, B);
     return key_index(cs, n, &q);
 }
 
@@ -98,7 +97,7 @@ static int conv_shapes(const ct_model *d, int B, conv_shape *cs) {
         if (j < 0 && n == CT_CONV_MAX_CHOICES) continue;
         if (j < 0) {
             j = n++;
-            cs[j] = (conv_shape){layer_key(L, B), L->wino, 0, {0, 0, 0}};
+            cs[j] = (conv_shape){ct_conv_key(L, B), tile_index(L->wino), 0, {0, 0, 0}};
         }
         cs[j].layers++;
     }
@@ -115,10 +114,7 @@ static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n) {
         printf("  %s skipped: %s\n", ALGO_NAMES[a], ct_last_error());
         return -1;
     }
-    /* one real step first, so every dy holds real gradients (never-written buffers can hold denormals) */
-    ct_model_forward(&m, B);
-    ct_model_loss(&m, B);
-    ct_model_backward(&m, B, NULL, NULL);
+    cli_real_gradients(&m, B);
     for (int i = 0; i < m.n_layers; i++) {
         int j = is_tunable_conv(&m.layers[i]) ? shape_index(cs, n, &m.layers[i], B) : -1;
         if (j >= 0) cs[j].t[a] += cli_time_layer(&m, i, B, 3);
@@ -149,7 +145,7 @@ static int conv_search(const cli_opts *c, const ct_model *d, int B, double until
     }
     for (int j = 0; j < n; j++) {
         conv_shape *s = &cs[j];
-        int rule = s->rule == 4 ? 2 : s->rule == 2 ? 1 : 0, best = rule;
+        int rule = s->rule, best = rule;
         printf("  %dx%dx%d->%d pad %d (%d layer%s), forward + backward:", s->key.ih, s->key.iw, s->key.ic, s->key.oc,
                s->key.pad, s->layers, s->layers > 1 ? "s" : "");
         for (int a = 0; a < 3; a++) {

@@ -63,18 +63,20 @@ ct_gemm_choice *ct_gemm_find(ct_gemm *g, int transA, int transB, int M, int N, i
     return NULL;
 }
 
-const ct_conv_choice *ct_conv_find(const ct_gemm *g, int B, int ih, int iw, int ic, int oc, int pad) {
-    for (int i = 0; i < g->n_convs; i++) {
-        const ct_conv_choice *c = &g->convs[i];
-        if (c->B == B && c->ih == ih && c->iw == iw && c->ic == ic && c->oc == oc && c->pad == pad) return c;
-    }
+int ct_conv_same_shape(const ct_conv_choice *a, const ct_conv_choice *b) {
+    return a->B == b->B && a->ih == b->ih && a->iw == b->iw && a->ic == b->ic && a->oc == b->oc && a->pad == b->pad;
+}
+
+const ct_conv_choice *ct_conv_find(const ct_gemm *g, const ct_conv_choice *key) {
+    for (int i = 0; i < g->n_convs; i++)
+        if (ct_conv_same_shape(&g->convs[i], key)) return &g->convs[i];
     return NULL;
 }
 
 int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c) {
     if (c->tile != 0 && c->tile != 2 && c->tile != 4)
         return ct_fail(CT_EINPUT, "conv choice: tile %d; use 0 (im2col), 2 or 4 (Winograd F(2x2) or F(4x4))", c->tile);
-    ct_conv_choice *old = (ct_conv_choice *)ct_conv_find(g, c->B, c->ih, c->iw, c->ic, c->oc, c->pad);
+    ct_conv_choice *old = (ct_conv_choice *)ct_conv_find(g, c);
     if (!old && g->n_convs == CT_CONV_MAX_CHOICES)
         return ct_fail(CT_EINPUT, "conv choices: more than %d shapes", CT_CONV_MAX_CHOICES);
     *(old ? old : &g->convs[g->n_convs++]) = *c;

@@ -76,8 +76,9 @@ static const size_t tile_lws = 64;
  * tuning database's choice for this shape, else the shipped rule */
 static int pick_tile(const ct_model *m, const ct_layer *L, int batch) {
     int rule = ct_conv_wino_tile(m->conv_algo, L->k, L->stride, L->ic, m->cl->is_cpu);
-    if (m->conv_algo != CT_CONV_AUTO || L->k != 3 || L->stride != 1 || m->db_defaults) return rule;
-    const ct_conv_choice *c = ct_conv_find(&m->gemm, batch, L->ih, L->iw, L->ic, L->oc, L->pad);
+    if (m->conv_algo != CT_CONV_AUTO || !ct_conv_tunable(L) || m->db_defaults) return rule;
+    ct_conv_choice key = ct_conv_key(L, batch);
+    const ct_conv_choice *c = ct_conv_find(&m->gemm, &key);
     return c ? c->tile : rule;
 }
 
