@@ -122,6 +122,7 @@ static void test_standardize(void **state) {
     float out[N];
     for (int level = 0; level <= 2; level++) {
         ct_augment a = ct_augment_default(level);
+        a.pad = 0; /* with padding, the padding is the mean: test_standardized_crop */
         for (int i = 0; i < 50; i++) {
             rand_bytes(src, N, (uint64_t)i);
             if (i % 5 == 0) memset(src, 200, N / 2); /* a half-flat image */
@@ -143,6 +144,66 @@ static void test_standardize(void **state) {
     ct_augment_standardize(t, 4); /* std 0.0017 < 1/sqrt(4) = 0.5 */
     assert_true(fabsf(t[3] - (0.004f - 0.001f) / 0.5f) < 1e-7f);
     assert_true(fabsf(t[0] - (-0.001f) / 0.5f) < 1e-7f);
+}
+
+/* With standardization, a crop is the standardized whole image at one
+ * (dy, dx, flip), and its padding is exactly 0 (the mean): the pixels that
+ * remain do not change with the offset. Both levels, both paths. */
+static void test_standardized_crop(void **state) {
+    (void)state;
+    enum { H = 7, W = 6, C = 3, N = H * W * C, PAD = 2, SPAN = 2 * PAD + 1 };
+    uint8_t src[N];
+    float whole[N], out[N], srcf[N];
+    int seen[SPAN][SPAN][2] = {{{0}}};
+    for (int i = 0; i < 3000; i++) {
+        rand_bytes(src, N, (uint64_t)i + 100);
+        for (int k = 0; k < N; k++) whole[k] = srcf[k] = (float)src[k] * K255;
+        ct_augment_standardize(whole, N);
+        ct_augment a = ct_augment_default(i % 2 ? CT_AUG_FULL : CT_AUG_BASIC);
+        a.pad = PAD;
+        ct_rng r = ct_rng_make(3, 4, (uint64_t)i);
+        if (i % 4 < 2) ct_augment_apply(&a, src, H, W, C, out, &r);
+        else ct_augment_apply_f(&a, srcf, H, W, C, out, &r);
+        int matches = 0;
+        for (int dy = 0; dy < SPAN; dy++)
+            for (int dx = 0; dx < SPAN; dx++)
+                for (int f = 0; f < 2; f++) {
+                    int ok = 1;
+                    for (int y = 0; y < H && ok; y++)
+                        for (int x = 0; x < W && ok; x++) {
+                            int xx = f ? W - 1 - x : x, sy = y + dy - PAD, sx = xx + dx - PAD;
+                            int inside = sy >= 0 && sy < H && sx >= 0 && sx < W;
+                            for (int ch = 0; ch < C && ok; ch++) {
+                                float got = out[(y * W + x) * C + ch];
+                                /* full's brightness cancels; its contrast does not, so only check padding there */
+                                if (!inside) ok = got == 0.0f;
+                                else if (a.level == CT_AUG_BASIC) ok = fabsf(got - whole[(sy * W + sx) * C + ch]) < 1e-5f;
+                                else ok = got != 0.0f || whole[(sy * W + sx) * C + ch] == 0.0f;
+                            }
+                        }
+                    if (ok) { matches++; if (a.level == CT_AUG_BASIC) seen[dy][dx][f]++; }
+                }
+        if (matches < 1 || (a.level == CT_AUG_BASIC && matches != 1))
+            fail_msg("sample %d (level %d): %d crops explain the output", i, a.level, matches);
+    }
+    for (int dy = 0; dy < SPAN; dy++)
+        for (int dx = 0; dx < SPAN; dx++)
+            for (int f = 0; f < 2; f++)
+                if (!seen[dy][dx][f]) fail_msg("offset (%d,%d) flip %d never drawn", dy, dx, f);
+    /* the shift helper: every direction, and past the edge */
+    float img[N];
+    for (int oy = -H; oy <= H; oy++)
+        for (int ox = -W; ox <= W; ox++) {
+            for (int k = 0; k < N; k++) img[k] = srcf[k];
+            ct_augment_shift(img, H, W, C, oy, ox);
+            for (int y = 0; y < H; y++)
+                for (int x = 0; x < W; x++)
+                    for (int ch = 0; ch < C; ch++) {
+                        int sy = y + oy, sx = x + ox;
+                        float want = sy >= 0 && sy < H && sx >= 0 && sx < W ? srcf[(sy * W + sx) * C + ch] : 0.0f;
+                        if (img[(y * W + x) * C + ch] != want) fail_msg("shift (%d,%d) at (%d,%d,%d)", oy, ox, y, x, ch);
+                    }
+        }
 }
 
 /* Level 0: x/255 (then standardized), rng untouched and may be NULL, same bits every time. */
@@ -517,6 +578,7 @@ int main(void) {
         cmocka_unit_test(test_flip),
         cmocka_unit_test(test_crop_in_bounds),
         cmocka_unit_test(test_standardize),
+        cmocka_unit_test(test_standardized_crop),
         cmocka_unit_test(test_level0),
         cmocka_unit_test(test_draw_order_and_effects),
         cmocka_unit_test(test_settings),

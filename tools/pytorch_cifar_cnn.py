@@ -94,18 +94,15 @@ def standardize(x):
 
 
 def augment(xb, level, cutout, rng, pad=4):
-    """uint8 NHWC batch -> float32 NHWC, ct_augment_apply's steps (sums in double)."""
+    """uint8 NHWC batch -> float32 NHWC, ct_augment_apply's steps (sums in double): flip, brightness and
+    contrast on the whole image, standardisation, then the padded crop, whose padding is 0 (the mean)."""
     B = len(xb)
     x = xb.astype(np.float64) / 255.0
     if level >= 1:
-        padded = np.zeros((B, SIDE + 2 * pad, SIDE + 2 * pad, CH))
-        padded[:, pad:pad + SIDE, pad:pad + SIDE] = x
         dy = rng.integers(0, 2 * pad + 1, B)
         dx = rng.integers(0, 2 * pad + 1, B)
         flip = rng.random(B) < 0.5
-        for i in range(B):
-            img = padded[i, dy[i]:dy[i] + SIDE, dx[i]:dx[i] + SIDE]
-            x[i] = img[:, ::-1] if flip[i] else img
+        x[flip] = x[flip][:, :, ::-1]
     if level >= 2:
         delta = (2.0 * rng.random(B) - 1.0) * (63.0 / 255.0)
         f = 0.2 + rng.random(B) * 1.6
@@ -113,6 +110,12 @@ def augment(xb, level, cutout, rng, pad=4):
         mean_c = x.mean((1, 2), keepdims=True)
         x = (x - mean_c) * f[:, None, None, None] + mean_c
     x = standardize(x)
+    if level >= 1:
+        padded = np.zeros((B, SIDE + 2 * pad, SIDE + 2 * pad, CH))
+        padded[:, pad:pad + SIDE, pad:pad + SIDE] = x
+        for i in range(B):
+            ox = 2 * pad - dx[i] if flip[i] else dx[i]  # crop-then-flip geometry, as cltrain
+            x[i] = padded[i, dy[i]:dy[i] + SIDE, ox:ox + SIDE]
     if cutout > 0:
         cy = rng.integers(0, SIDE, B)
         cx = rng.integers(0, SIDE, B)

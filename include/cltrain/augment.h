@@ -3,7 +3,9 @@
  * The CIFAR-10 tutorial's chain, in its order: random crop (zero padding of
  * `pad` pixels on each side, cropped back to h x w), horizontal flip with
  * p = 0.5, random brightness, random contrast, then TensorFlow's
- * per_image_standardization. Every random number comes from the ct_rng the
+ * per_image_standardization. With standardization on, its mean and standard
+ * deviation come from the uncropped image and the padding is 0 after it (the
+ * mean), so a crop's pixels keep the values the test image gives them. Every random number comes from the ct_rng the
  * caller passes, drawn in a fixed order, so one (seed, epoch, index) gives
  * bit-identical floats whichever producer thread makes the sample.
  * Depends on common.h only. Tested by tests/test_augment.c. */
@@ -68,6 +70,8 @@ void ct_augment_resize_window(float *dst, const float *src, int h, int w, int c,
 /* dst[y][x] = padded[y + dy][x + dx] / 255, where padded is src with `pad`
  * zero pixels on every side; 0 <= dy, dx <= 2 * pad. */
 void ct_augment_crop(float *dst, const uint8_t *src, int h, int w, int c, int pad, int dy, int dx);
+/* In place: img[y][x] = img[y + oy][x + ox], 0 where that falls outside. */
+void ct_augment_shift(float *img, int h, int w, int c, int oy, int ox);
 /* Mirror an HWC image left-right in place. */
 void ct_augment_flip(float *img, int h, int w, int c);
 /* Per-image standardization in place over all n = h*w*c values (sums in double). */

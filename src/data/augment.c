@@ -6,6 +6,7 @@
  * make the same bits. Depends on common.h. Tested by tests/test_augment.c. */
 #include "cltrain/augment.h"
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 ct_augment ct_augment_default(int level) {
@@ -124,27 +125,71 @@ static void contrast(float *img, int h, int w, int c, float f) {
     }
 }
 
-/* The steps after the crop, in the order of the random numbers: flip, then (full) brightness and contrast. */
-static void finish(const ct_augment *a, float *dst, int h, int w, int c, ct_rng *rng) {
+/* Flip, then (full) brightness and contrast, in the order of the random
+ * numbers; returns whether the image was flipped. */
+static int jitter(const ct_augment *a, float *img, int h, int w, int c, ct_rng *rng) {
     size_t n = (size_t)h * w * c;
-    if (a->level != CT_AUG_NONE) {
-        int flip = (int)(ct_rng_next(rng) >> 63);
-        if (flip) ct_augment_flip(dst, h, w, c);
-        if (a->level == CT_AUG_FULL) {
-            float delta = (2.0f * ct_rng_uniform(rng) - 1.0f) * a->max_brightness;
-            float f = a->contrast_lo + ct_rng_uniform(rng) * (a->contrast_hi - a->contrast_lo);
-            for (size_t i = 0; i < n; i++) dst[i] += delta;
-            contrast(dst, h, w, c, f);
+    int flip = (int)(ct_rng_next(rng) >> 63);
+    if (flip) ct_augment_flip(img, h, w, c);
+    if (a->level == CT_AUG_FULL) {
+        float delta = (2.0f * ct_rng_uniform(rng) - 1.0f) * a->max_brightness;
+        float f = a->contrast_lo + ct_rng_uniform(rng) * (a->contrast_hi - a->contrast_lo);
+        for (size_t i = 0; i < n; i++) img[i] += delta;
+        contrast(img, h, w, c, f);
+    }
+    return flip;
+}
+
+static void cutout(const ct_augment *a, float *dst, int h, int w, int c, ct_rng *rng) {
+    if (a->level == CT_AUG_NONE || a->cutout <= 0) return;
+    /* DeVries & Taylor 2017: the square may hang over the border; zero after standardising */
+    int cy = (int)ct_rng_below(rng, (uint32_t)h) - a->cutout / 2, cx = (int)ct_rng_below(rng, (uint32_t)w) - a->cutout / 2;
+    for (int y = cy < 0 ? 0 : cy; y < cy + a->cutout && y < h; y++)
+        for (int x = cx < 0 ? 0 : cx; x < cx + a->cutout && x < w; x++)
+            memset(dst + ((size_t)y * w + x) * c, 0, sizeof *dst * (size_t)c);
+}
+
+/* The steps after the crop (or a resized crop): jitter, standardize, cutout. */
+static void finish(const ct_augment *a, float *dst, int h, int w, int c, ct_rng *rng) {
+    if (a->level != CT_AUG_NONE) jitter(a, dst, h, w, c, rng);
+    if (a->standardize) ct_augment_standardize(dst, (size_t)h * w * c);
+    cutout(a, dst, h, w, c, rng);
+}
+
+void ct_augment_shift(float *img, int h, int w, int c, int oy, int ox) {
+    CT_ASSERT(img && h > 0 && w > 0 && c > 0);
+    size_t n = (size_t)h * w * c;
+    if (oy <= -h || oy >= h || ox <= -w || ox >= w) {
+        memset(img, 0, n * sizeof *img);
+        return;
+    }
+    /* every kept pixel moves by one flat offset; memmove, then zero what came from outside */
+    ptrdiff_t off = ((ptrdiff_t)oy * w + ox) * c;
+    if (off > 0) memmove(img, img + off, (n - (size_t)off) * sizeof *img);
+    else if (off < 0) memmove(img - off, img, (n - (size_t)-off) * sizeof *img);
+    for (int y = 0; y < h; y++) {
+        float *row = img + (size_t)y * w * c;
+        if (y + oy < 0 || y + oy >= h) {
+            memset(row, 0, (size_t)w * c * sizeof *row);
+            continue;
         }
+        if (ox > 0) memset(row + (size_t)(w - ox) * c, 0, (size_t)ox * c * sizeof *row);
+        if (ox < 0) memset(row, 0, (size_t)-ox * c * sizeof *row);
     }
-    if (a->standardize) ct_augment_standardize(dst, n);
-    if (a->level != CT_AUG_NONE && a->cutout > 0) {
-        /* DeVries & Taylor 2017: the square may hang over the border; zero after standardising */
-        int cy = (int)ct_rng_below(rng, (uint32_t)h) - a->cutout / 2, cx = (int)ct_rng_below(rng, (uint32_t)w) - a->cutout / 2;
-        for (int y = cy < 0 ? 0 : cy; y < cy + a->cutout && y < h; y++)
-            for (int x = cx < 0 ? 0 : cx; x < cx + a->cutout && x < w; x++)
-                memset(dst + ((size_t)y * w + x) * c, 0, sizeof *dst * (size_t)c);
-    }
+}
+
+/* The padded crop of a standardized image: img holds the whole h x w image
+ * (x/255). Jitter and standardize it whole, then shift it to the crop; the
+ * padding is 0 after standardizing, the image's mean. So a crop's pixels get
+ * the values the uncropped test image gives them, whatever the offset (the
+ * black padding standardized with the picture moved them by up to a third
+ * of a standard deviation). (dy, dx) is in padded coordinates as in
+ * ct_augment_crop; the geometry is crop-then-flip, as without standardizing. */
+static void standardized_crop(const ct_augment *a, float *img, int h, int w, int c, int dy, int dx, ct_rng *rng) {
+    int flip = jitter(a, img, h, w, c, rng);
+    ct_augment_standardize(img, (size_t)h * w * c);
+    ct_augment_shift(img, h, w, c, dy - a->pad, flip ? a->pad - dx : dx - a->pad);
+    cutout(a, img, h, w, c, rng);
 }
 
 void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int c, float *dst, ct_rng *rng) {
@@ -156,6 +201,11 @@ void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int
         CT_ASSERT(rng);
         uint32_t span = 2u * (uint32_t)a->pad + 1;
         int dy = (int)ct_rng_below(rng, span), dx = (int)ct_rng_below(rng, span);
+        if (a->standardize) {
+            ct_augment_crop(dst, src, h, w, c, 0, 0, 0);
+            standardized_crop(a, dst, h, w, c, dy, dx, rng);
+            return;
+        }
         ct_augment_crop(dst, src, h, w, c, a->pad, dy, dx);
     }
     finish(a, dst, h, w, c, rng);
@@ -224,6 +274,11 @@ void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int
         CT_ASSERT(rng);
         uint32_t span = 2u * (uint32_t)a->pad + 1;
         int dy = (int)ct_rng_below(rng, span) - a->pad, dx = (int)ct_rng_below(rng, span) - a->pad;
+        if (a->standardize) {
+            memcpy(dst, src, n * sizeof *dst);
+            standardized_crop(a, dst, h, w, c, dy + a->pad, dx + a->pad, rng);
+            return;
+        }
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++) {
                 int sy = y + dy, sx = x + dx;
