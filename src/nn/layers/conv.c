@@ -143,7 +143,7 @@ static void wino_out(ct_model *m, const ct_layer *L, cl_mem y, int has_bias, int
 static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
     cl_kernel k = wk(m, L)->w;
     ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
-    size_t gws[2] = {(size_t)L->oc, (size_t)L->ic};
+    size_t K = (size_t)L->oc, C = (size_t)L->ic, gws[2] = {flip ? C : K, flip ? K : C};
     ct_cl_run(m->cl, k, "wino_w", 2, gws, NULL);
 }
 
