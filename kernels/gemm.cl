@@ -120,9 +120,9 @@ __kernel void gemm_reduce(const int M, const int N, const int S, const float alp
     *c = x;
 }
 
-/* out[c, r] = in[r, c]: in is [R, Cc] with row stride ld; out is dense [Cc, R]. */
-__kernel void transpose(__global float *out, const int offOut, __global const float *in, const int offIn,
+/* out[c, r] = in[r, c]: in is [R, Cc] with row stride ld; out is [Cc, R] with row stride ldo. */
+__kernel void transpose(__global float *out, const int offOut, const int ldo, __global const float *in, const int offIn,
                         const int R, const int Cc, const int ld) {
     const int c = (int)get_global_id(0), r = (int)get_global_id(1);
-    if (c < Cc && r < R) out[offOut + (size_t)c * R + r] = in[offIn + (size_t)r * ld + c];
+    if (c < Cc && r < R) out[offOut + (size_t)c * ldo + r] = in[offIn + (size_t)r * ld + c];
 }

@@ -95,6 +95,18 @@ static void test_native_split_k(void **state) {
     check_shape_k(CT_GEMM_NATIVE, 1, 1, 0, 67, 131, 4111, 0.5f, 1.0f, 1, 1, 15);
 }
 
+static void test_native_aliasing_ld(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    /* B rows 4 KiB or 6 KiB apart: copied with padded rows first (padded_ld,
+     * src/nn/gemm.c); with transB the transposed copy is padded instead */
+    for (int tB = 0; tB < 2; tB++) {
+        check_shape(CT_GEMM_NATIVE, 0, tB, 9, 1024, 70, 1.0f, 0.0f, 1, 1, 16);
+        check_shape(CT_GEMM_NATIVE, 1, tB, 13, 1536, 65, 0.5f, 1.0f, 0, 0, 17);
+    }
+    check_shape_k(CT_GEMM_NATIVE, 1, 1, 0, 5, 1024, 3000, 1.0f, 0.0f, 0, 0, 18); /* split K */
+}
+
 static void test_native_model_shapes(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -252,6 +264,7 @@ int main(void) {
         cmocka_unit_test(test_native_small),
         cmocka_unit_test(test_native_alpha_beta_bias_relu),
         cmocka_unit_test(test_native_split_k),
+        cmocka_unit_test(test_native_aliasing_ld),
         cmocka_unit_test(test_native_model_shapes),
         cmocka_unit_test(test_batched),
         cmocka_unit_test(test_clblast_path),
