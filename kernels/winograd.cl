@@ -20,6 +20,16 @@
 #ifndef WINO_M
 #define WINO_M 2
 #endif
+/* -DWINO_VW=16 on devices with 16-wide float vectors (AVX-512): F(4x4)'s
+ * per-tile kernels then move sixteen channels at a time first */
+#ifndef WINO_VW
+#define WINO_VW 8
+#endif
+#if WINO_M == 4 && WINO_VW >= 16
+#define WIDE(X) X(float16, LD16, ST16, 16)
+#else
+#define WIDE(X)
+#endif
 #define WN (WINO_M + 2)
 
 /* The 1-D transforms, o = T s on arrays of n, 3 or m elements (vectors or
@@ -81,7 +91,7 @@
     } while (0)
 
 /* The transforms move whole channel runs per tile, as im2col does: eight
- * channels at a time (float8), then the rest one by one. A work-item per
+ * channels at a time (float8; sixteen first under WIDE), then the rest one by one. A work-item per
  * (channel, tile) left PoCL scalar code with strided stores, and the
  * transforms took three times the GEMMs. (LD8, ST8, LD1, ST1: prelude.cl.) */
 
@@ -153,6 +163,7 @@ __kernel void wino_in(__global float *V, __global const float *x, const int H, c
     }
 #endif
     int c = 0;
+    WIDE(WINO_IN)
     WINO_IN(float8, LD8, ST8, 8)
     WINO_IN(float, LD1, ST1, 1)
 }
@@ -230,6 +241,7 @@ __kernel void wino_out(__global float *y, __global const float *M, __global cons
     TILE_OF(t);
     const size_t TK = (size_t)T * K, o = (size_t)t * K;
     int k = 0;
+    WIDE(WINO_OUT)
     WINO_OUT(float8, LD8, ST8, 8)
     WINO_OUT(float, LD1, ST1, 1)
 }
@@ -285,6 +297,7 @@ __kernel void wino_dy(__global float *Z, __global const float *dy, const int OH,
     TILE_OF(t);
     const size_t TK = (size_t)T * K, o = (size_t)t * K;
     int k = 0;
+    WIDE(WINO_DY)
     WINO_DY(float8, LD8, ST8, 8)
     WINO_DY(float, LD1, ST1, 1)
 }

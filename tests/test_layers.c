@@ -258,6 +258,7 @@ static void test_conv_winograd(void **state) {
         {2, 2, 7, 5, 3, 4, 3, 1, 0, 0},
         {3, 3, 5, 8, 6, 7, 3, 1, 2, 1},
         {2, 1, 9, 9, 17, 33, 3, 1, 1, 1},
+        {2, 1, 9, 6, 24, 29, 3, 1, 1, 1},  /* 16 + 8 channels, 16 + 8 + 5: each vector width */
         {4, 4, 3, 3, 1, 2, 3, 1, 1, 0},    /* one tile, mostly padding */
         {2, 2, 16, 16, 32, 32, 3, 1, 1, 1},
         {1, 1, 11, 6, 70, 66, 3, 1, 1, 0},
@@ -269,7 +270,7 @@ static void test_conv_winograd(void **state) {
         int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300 + 1000 * a, 0);
         n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400 + 1000 * a, 1);
         fprintf(stderr, "# F(%dx%d, 3x3): %d cases ran as Winograd\n", 2 + 2 * a, 2 + 2 * a, n);
-        assert_int_equal(n, 5 + 7);
+        assert_int_equal(n, 5 + 8);
     }
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */
     g_conv_algo = CT_CONV_AUTO;
