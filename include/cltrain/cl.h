@@ -27,6 +27,7 @@ typedef struct ct_cl {
     char device_version[128], platform_version[256];
     int is_cpu, is_gpu;
     int compute_units;
+    int float_width;         /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
     size_t max_wg;           /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_ulong global_mem, max_alloc, local_mem;
     int plat_index, dev_index;

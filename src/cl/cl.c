@@ -201,6 +201,9 @@ static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
     cl_uint cu = 1;
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     cl->compute_units = (int)cu;
+    cl_uint fw = 1;
+    clGetDeviceInfo(cl->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof fw, &fw, NULL);
+    cl->float_width = (int)fw;
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof cl->max_wg, &cl->max_wg, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof cl->global_mem, &cl->global_mem, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL);

@@ -236,15 +236,13 @@ static int parse_env(const char *env, ct_gemm_cfg *c) {
 static const ct_gemm_default *table_row(const ct_cl *cl) {
     char vendor[256] = "";
     cl_device_type t = 0;
-    cl_uint vec = 0;
     clGetDeviceInfo(cl->device, CL_DEVICE_VENDOR, sizeof vendor, vendor, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof t, &t, NULL);
-    clGetDeviceInfo(cl->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec, NULL);
     const ct_gemm_default *d = ct_gemm_defaults;
     for (; d->cls; d++) {
         if (d->type && !(t & d->type)) continue;
         if (d->vendor && !strstr(vendor, d->vendor) && !strstr(cl->platform_name, d->vendor)) continue;
-        if ((int)vec < d->min_vec) continue;
+        if (cl->float_width < d->min_vec) continue;
         return d;
     }
     return d - 1; /* the last row is the fallback */

@@ -49,10 +49,10 @@ static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { 
 static int wino_build(ct_model *m, const ct_layer *L) {
     struct ct_wino_kernels *w = &m->wino[L->wino == 4];
     if (w->p) return 0;
-    cl_uint vec = 0;
-    clGetDeviceInfo(m->cl->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec, NULL);
     /* 16-wide channel runs where a CPU has 16-wide registers: F(4x4) per-tile kernels 1.1-1.5x on AVX-512 */
-    const char *opts = L->wino != 4 ? "-DWINO_M=2" : m->cl->is_cpu && vec >= 16 ? "-DWINO_M=4 -DWINO_VW=16" : "-DWINO_M=4";
+    const char *opts = L->wino != 4                                ? "-DWINO_M=2"
+                       : m->cl->is_cpu && m->cl->float_width >= 16 ? "-DWINO_M=4 -DWINO_VW=16"
+                                                                   : "-DWINO_M=4";
     int rc = ct_cl_build(m->cl, &w->p, "winograd.cl", opts);
     if (rc) return rc;
     w->in = ct_cl_kernel(w->p, "wino_in");
