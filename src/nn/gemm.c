@@ -380,24 +380,22 @@ static void native_run(ct_gemm *g, int prog, int kchunk, int count, size_t sA, s
     int S = ct_gemm_splits(g, &c, transA, M, N, K);
     size_t partial_bytes = S > 1 ? ct_round_up((size_t)count * S * M * N * sizeof(float), GEMM_WORK_ALIGN) : 0;
     int offT = (int)(partial_bytes / sizeof(float));
-    if (transB) {
-        /* B is [N, K]: transpose into the workspace as [K, N] */
-        int ldT = padded_ld(g, &c, N, K);
-        ct_kargs(g->k_transpose, g->work, offT, ldT, B, (int)offB, N, K, ldb);
-        size_t gws[2] = {(size_t)K, (size_t)N};
-        ct_cl_run(g->cl, g->k_transpose, "transpose", 2, gws, NULL);
-        B = g->work;
-        offB = (size_t)offT;
-        ldb = ldT;
-    } else if (count == 1 && padded_ld(g, &c, ldb, K) != ldb) {
-        int ldP = padded_ld(g, &c, ldb, K);
-        size_t so[3] = {offB * sizeof(float), 0, 0}, dst[3] = {(size_t)offT * sizeof(float), 0, 0};
-        size_t region[3] = {(size_t)N * sizeof(float), (size_t)K, 1};
-        cl_int e = clEnqueueCopyBufferRect(g->cl->queue, B, g->work, so, dst, region, (size_t)ldb * sizeof(float), 0,
-                                           (size_t)ldP * sizeof(float), 0, 0, NULL, NULL);
-        if (e != CL_SUCCESS) {
-            fprintf(stderr, "cltrain: copying a GEMM's B (%dx%d) failed: OpenCL error %d\n", K, N, (int)e);
-            exit(1);
+    /* B's row stride in the workspace copy: transposed (dense [K, N]), or padded (one product only) */
+    int ldP = transB ? padded_ld(g, &c, N, K) : count == 1 ? padded_ld(g, &c, ldb, K) : ldb;
+    if (transB || ldP != ldb) {
+        if (transB) { /* B is [N, K]: transpose into the workspace as [K, N] */
+            ct_kargs(g->k_transpose, g->work, offT, ldP, B, (int)offB, N, K, ldb);
+            size_t gws[2] = {(size_t)K, (size_t)N};
+            ct_cl_run(g->cl, g->k_transpose, "transpose", 2, gws, NULL);
+        } else {
+            size_t so[3] = {offB * sizeof(float), 0, 0}, dst[3] = {(size_t)offT * sizeof(float), 0, 0};
+            size_t region[3] = {(size_t)N * sizeof(float), (size_t)K, 1};
+            cl_int e = clEnqueueCopyBufferRect(g->cl->queue, B, g->work, so, dst, region, (size_t)ldb * sizeof(float),
+                                               0, (size_t)ldP * sizeof(float), 0, 0, NULL, NULL);
+            if (e != CL_SUCCESS) {
+                fprintf(stderr, "cltrain: copying a GEMM's B (%dx%d) failed: OpenCL error %d\n", K, N, (int)e);
+                exit(1);
+            }
         }
         B = g->work;
         offB = (size_t)offT;
