@@ -69,6 +69,9 @@ run_pytorch() { # MODEL STEPS [ENV...]
     echo "$(field 'pytorch images/s:' "pytorch_bench.py --model $model" "$out") $(field 'pytorch fastest-step images/s:' "pytorch_bench.py --model $model" "$out")"
 }
 
+# cpu_ticks: "STEAL TOTAL" from /proc/stat's first line (all CPUs, clock ticks; guest time is inside user)
+cpu_ticks() { awk '/^cpu /{t = 0; for (i = 2; i <= 9; i++) t += $i; print $9, t; exit}' /proc/stat; }
+
 echo "cltrain vs PyTorch, training at batch $batch ($(date -u '+%Y-%m-%d %H:%M UTC'), nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "  PyTorch $("$py" -c 'import torch; print(torch.__version__)'), $threads threads, BLAS: $blas"
 # PyTorch's CPU convolutions run on oneDNN when it is built in (Debian's is), not on the BLAS
@@ -78,16 +81,20 @@ print(("oneDNN (MKL-DNN) " + (m.group(1) if m else "?")) if torch.backends.mkldn
 for model in $models; do
     case $model in mnist-cnn) steps=30 ;; *) steps=10 ;; esac
     steps=${PYTORCH_STEPS:-$steps}
+    read -r st0 tt0 <<<"$(cpu_ticks)"
     c1=$(run_cltrain "$model" "$steps")
     ps=$(run_pytorch "$model" "$steps")
     pt=$(run_pytorch "$model" "$steps" "${tuned_malloc[@]}")
     c2=$(run_cltrain "$model" "$steps")
+    read -r st1 tt1 <<<"$(cpu_ticks)"
     read -r c1 c1f <<<"$c1"; read -r c2 c2f <<<"$c2"; read -r ps psf <<<"$ps"; read -r pt ptf <<<"$pt"
     awk -v m="$model" -v s="$steps" -v c1="$c1" -v c2="$c2" -v ps="$ps" -v pt="$pt" \
-        -v c1f="$c1f" -v c2f="$c2f" -v psf="$psf" -v ptf="$ptf" 'BEGIN {
+        -v c1f="$c1f" -v c2f="$c2f" -v psf="$psf" -v ptf="$ptf" \
+        -v steal="$((st1 - st0))" -v ticks="$((tt1 - tt0))" 'BEGIN {
         c = (c1 + c2) / 2; p = ps > pt ? ps : pt
         cf = c1f > c2f ? c1f : c2f; pf = psf > ptf ? psf : ptf
-        printf "  %s, %d timed steps each\n", m, s
+        printf "  %s, %d timed steps each; CPU time stolen by the host meanwhile: %.0f%%%s\n", m, s,
+               (ticks > 0 ? 100 * steal / ticks : 0), (ticks > 0 && steal / ticks > 0.05 ? " (noisy: ratios can drift)" : "")
         printf "    %-44s %10.1f  (runs: %.1f before, %.1f after PyTorch)\n", "cltrain images/s (mean of 2 runs)", c, c1, c2
         printf "    %-44s %10.1f\n", "PyTorch images/s, stock malloc", ps
         printf "    %-44s %10.1f\n", "PyTorch images/s, tuned malloc", pt
