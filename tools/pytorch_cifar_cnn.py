@@ -15,8 +15,9 @@ What is the same as cltrain (read from its sources, not from its docs):
   biases 0; batch norm gamma 1, beta 0, running mean 0, running variance 1;
 - batch norm (kernels/bn.cl): eps 1e-5, momentum 0.1, biased variance in the
   forward pass, unbiased in the running average (as PyTorch);
-- optimizer (kernels/optim.cl; Nesterov SGD is not in this script): SGD with momentum, buf = m*buf + (g + wd*p),
-  p -= lr*buf (PyTorch's SGD), or AdamW (decoupled: p -= lr*(mhat/(sqrt(vhat)
+- optimizer (kernels/optim.cl): SGD with momentum, buf = m*buf + (g + wd*p),
+  p -= lr*buf (PyTorch's SGD); Nesterov, the same buf and p -= lr*((g + wd*p)
+  + m*buf) (PyTorch's SGD with nesterov=True); or AdamW (decoupled: p -= lr*(mhat/(sqrt(vhat)
   + eps) + wd*p)); weight decay only on conv and dense weights: not on biases,
   not on batch-norm gamma and beta;
 - schedule (ct_schedule_lr, per step g of `total` = steps/epoch * epochs):
@@ -24,12 +25,14 @@ What is the same as cltrain (read from its sources, not from its docs):
   x0.01 at 3/4 of the rest) or cosine to 0 over the remaining steps;
 - data: a fresh permutation each epoch, batch 128, the last batch of an
   epoch short; --limit-train/--limit-test take the first N images;
-- augmentation (src/data/augment.c), per training sample, in this order:
-  crop 32x32 out of the image zero-padded by 4 pixels (values x/255), flip
+- augmentation (src/data/augment.c, ct_augment_apply with standardisation),
+  per training sample, in this order, on the whole image (values x/255): flip
   left-right with p 1/2, (full) add one brightness delta uniform in
   [-63/255, 63/255], (full) contrast (x - mean_c)*f + mean_c per channel with
-  f uniform in [0.2, 1.8), no clipping, then per-image standardisation
-  (x - mean) / max(std, 1/sqrt(3072)) over all 3072 values; --cutout N then
+  f uniform in [0.2, 1.8), no clipping, per-image standardisation
+  (x - mean) / max(std, 1/sqrt(3072)) over all 3072 values, then the crop
+  32x32 out of the image padded by 4 pixels of 0 (its mean after
+  standardising), offset uniform, crop-then-flip geometry; --cutout N then
   zeroes an NxN square centred on a uniform pixel (clipped at the border);
   test images: x/255, standardised;
 - --label-smoothing E: targets (1-E)*onehot + E/10 (PyTorch's definition);
@@ -216,8 +219,8 @@ def main():
     ap.add_argument("--model", choices=["cifar-cnn", "resnet20"], default="cifar-cnn")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=128)
-    ap.add_argument("--optimizer", choices=["sgd", "adam"], default="adam")
-    ap.add_argument("--lr", type=float, default=None, help="[3e-4 for adam, 0.01 for sgd] (as cltrain)")
+    ap.add_argument("--optimizer", choices=["sgd", "nesterov", "adam"], default="adam")
+    ap.add_argument("--lr", type=float, default=None, help="[3e-4 for adam, 0.01 for sgd and nesterov] (as cltrain)")
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--schedule", choices=["constant", "step", "cosine"], default="constant")
@@ -232,7 +235,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     if a.lr is None:
-        a.lr = 0.01 if a.optimizer == "sgd" else 3e-4
+        a.lr = 3e-4 if a.optimizer == "adam" else 0.01
     if not 0.0 <= a.label_smoothing < 1.0:
         ap.error("--label-smoothing: expected a number in [0, 1)")
 
@@ -248,8 +251,8 @@ def main():
 
     model = ResNet20() if a.model == "resnet20" else CifarCnn()
     groups = model.param_groups(a.weight_decay)
-    if a.optimizer == "sgd":
-        opt = torch.optim.SGD(groups, lr=a.lr, momentum=a.momentum)
+    if a.optimizer in ("sgd", "nesterov"):
+        opt = torch.optim.SGD(groups, lr=a.lr, momentum=a.momentum, nesterov=a.optimizer == "nesterov")
     else:
         opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
     n, B = len(xtr), a.batch_size
