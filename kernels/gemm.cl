@@ -120,9 +120,22 @@ __kernel void gemm_reduce(const int M, const int N, const int S, const float alp
     *c = x;
 }
 
-/* out[c, r] = in[r, c]: in is [R, Cc] with row stride ld; out is [Cc, R] with row stride ldo. */
+/* out[c, r] = in[r, c]: in is [R, Cc] with row stride ld; out is [Cc, R] with row stride ldo.
+ * gws = (Cc, ceil(R / 16)): a work-item writes 16 consecutive floats of one row of out
+ * with one vector store; its 16 reads, one per row of in, share their cache lines with
+ * the work-items of the next columns. One float per work-item wrote 16 lines ld apart
+ * per vector of work-items on PoCL: 0.70 ms for mnist-cnn's 9216 x 128 weights. */
 __kernel void transpose(__global float *out, const int offOut, const int ldo, __global const float *in, const int offIn,
                         const int R, const int Cc, const int ld) {
-    const int c = (int)get_global_id(0), r = (int)get_global_id(1);
-    if (c < Cc && r < R) out[offOut + (size_t)c * ldo + r] = in[offIn + (size_t)r * ld + c];
+    const int c = (int)get_global_id(0), r0 = (int)get_global_id(1) * 16;
+    if (c >= Cc || r0 >= R) return;
+    __global const float *src = in + offIn + (size_t)r0 * ld + c;
+    __global float *dst = out + offOut + (size_t)c * ldo + r0;
+    if (r0 + 16 <= R) {
+        float t[16];
+        _Pragma("unroll") for (int j = 0; j < 16; j++) t[j] = src[(size_t)j * ld];
+        vstore16(vload16(0, t), 0, dst);
+    } else {
+        for (int j = 0; r0 + j < R; j++) dst[j] = src[(size_t)j * ld];
+    }
 }

@@ -394,7 +394,7 @@ static void native_run(ct_gemm *g, int prog, int kchunk, int count, size_t sA, s
     if (transB || ldP != ldb) {
         if (transB) { /* B is [N, K]: transpose into the workspace as [K, N] */
             ct_kargs(g->k_transpose, g->work, offT, ldP, B, (int)offB, N, K, ldb);
-            size_t gws[2] = {(size_t)K, (size_t)N};
+            size_t gws[2] = {(size_t)K, (size_t)(N + 15) / 16};
             ct_cl_run(g->cl, g->k_transpose, "transpose", 2, gws, NULL);
         } else {
             size_t so[3] = {offB * sizeof(float), 0, 0}, dst[3] = {(size_t)offT * sizeof(float), 0, 0};
