@@ -40,13 +40,18 @@ if [[ -n $d ]] && lt "$d" 1e-5; then ok "mlp: 2 ranks x 64 = 1 rank x 128 after 
 else notok "mlp: 2 ranks x 64 = 1 rank x 128 after 50 steps" "relative difference '$d' (want < 1e-5)" "$(tail -5 "$tmp/o1")"; fi
 
 # 2. equivalence, mnist-cnn: as close as float32 summation order allows. The
-# yardstick is one rank against itself with another split-K chunk (the
-# same gradients summed in another order), after the same 50 steps.
+# yardstick is one rank against itself with other split-K chunks (the same
+# sums in other orders), after the same 50 steps: the larger of two, since
+# Adam amplifies a rounding difference by a factor that depends on where it
+# falls (seen here: chunks of 256 and 1024 gave 3.2e-4 and 1.3e-3, and
+# 2 ranks 1.2e-3; after 1 step all three were 0.6-1.0e-7).
 mpi -np 2 "$bin" "${fm[@]}" --batch-size 64 --steps 50 --producers 0 --checkpoint "$tmp/cnn2.ckpt" >"$tmp/o2" 2>&1
 "$bin" "${fm[@]}" --batch-size 128 --steps 50 --producers 0 --checkpoint "$tmp/cnn1.ckpt" >>"$tmp/o2" 2>&1
 CLTRAIN_GEMM=6,2,256 "$bin" "${fm[@]}" --batch-size 128 --steps 50 --producers 0 --checkpoint "$tmp/cnn1b.ckpt" >>"$tmp/o2" 2>&1
+CLTRAIN_GEMM=6,2,1024 "$bin" "${fm[@]}" --batch-size 128 --steps 50 --producers 0 --checkpoint "$tmp/cnn1c.ckpt" >>"$tmp/o2" 2>&1
 d=$(rel "$tmp/cnn2.ckpt" "$tmp/cnn1.ckpt")
-floor=$(rel "$tmp/cnn1b.ckpt" "$tmp/cnn1.ckpt")
+floor=$(awk -v a="$(rel "$tmp/cnn1b.ckpt" "$tmp/cnn1.ckpt")" -v b="$(rel "$tmp/cnn1c.ckpt" "$tmp/cnn1.ckpt")" \
+        'BEGIN { if (a == "" || b == "") exit; print (a + 0 > b + 0) ? a : b }')
 bound=$(awk -v f="${floor:-0}" 'BEGIN { b = 2 * f; if (b < 1e-5) b = 1e-5; print b }')
 if [[ -n $d ]] && lt "$d" "$bound"; then ok "mnist-cnn: 2 ranks x 64 vs 1 rank x 128: $d (one rank, other summation order: $floor)"
 else notok "mnist-cnn: 2 ranks vs 1 rank" "relative difference '$d', bound $bound (rounding floor '$floor')" "$(tail -5 "$tmp/o2")"; fi
