@@ -4,9 +4,10 @@
  * register kernel, "local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK" for the local
  * one); a tuning database (tune.c) picks per shape. Programs are built once
  * per parameter set and shared by the shapes that use them. Weight-gradient
- * products (reduction over the batch, transA) are split along K into
- * cache-sized chunks whose partial tiles gemm_reduce sums: without it every
- * tile would stream the whole activation matrix once more.
+ * products (reduction over the batch, transA), and on CPUs products whose B
+ * outgrows a core's cache, are split along K into cache-sized chunks whose
+ * partial tiles gemm_reduce sums: without it every tile would stream the
+ * whole activation matrix (or B) once more.
  * Tested by tests/test_gemm.c; timed by `cltrain bench kernels`. */
 #include "cltrain/gemm.h"
 #include <clblast_c.h>
