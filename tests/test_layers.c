@@ -131,6 +131,11 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     float *dy = dev_rand(dyb, nout, g, 1.0f);
     float *g0 = dev_rand(m->grads, np, g, 1.0f);
     if (L->dx) dev_poison(L->dx, nin);
+    if (L->relu_next) { /* the next layer's backward (a maxpool's) applies this layer's ReLU: dy arrives masked */
+        for (size_t j = 0; j < nout; j++)
+            if (!(y[j] > 0)) dy[j] = 0.0f;
+        ct_cl_write(&g_cl, dyb, 0, nout * 4, dy);
+    }
     ct_layer_backward(m, i, B);
     float *grads = dev_read(m->grads, np), *dx = L->dx ? dev_read(L->dx, nin) : NULL;
     float *wg = malloc(np * 4 + 4), *wdx = malloc(nin * 4 + 4), *dym = malloc(nout * 4 + 4);
@@ -147,6 +152,9 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
         break;
     case CT_L_MAXPOOL:
         ref_maxpool_backward(wdx, dy, x, B, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+        if (i > 0 && m->layers[i - 1].relu_next) /* and the ReLU's backward before it */
+            for (size_t j = 0; j < nin; j++)
+                if (!(x[j] > 0)) wdx[j] = 0.0f;
         break;
     case CT_L_DENSE: {
         float *ones = malloc((size_t)B * 4);
@@ -302,6 +310,41 @@ static void test_maxpool(void **state) {
                  t->H, t->W, t->C, t->k, t->s);
         run_single(cfg, t->B, t->B, 1, 200 + c, 1.0f);
     }
+}
+
+/* A maxpool after a ReLU that nothing else reads does that ReLU's backward
+ * (maxima not above 0 pass no gradient), and the ReLU layer skips its own;
+ * inputs of both signs, overlapping and disjoint windows, scalar and float16
+ * channel paths. A ReLU output that a shortcut also reads keeps its own pass. */
+static void test_maxpool_after_relu(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const pool_case cases[] = {{2, 7, 7, 3, 3, 2}, {2, 8, 6, 16, 2, 2}, {3, 9, 9, 32, 3, 2}, {1, 6, 6, 5, 2, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const pool_case *t = &cases[c];
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=2\n[maxpool]\nsize=1\n"
+                 "[conv]\nfilters=%d\nsize=1\nactivation=relu\n[maxpool]\nsize=%d\nstride=%d\n"
+                 "[dense]\noutputs=2\n[softmax]\n",
+                 t->H, t->W, t->C, t->C, t->k, t->s);
+        ct_model m;
+        make_model(&m, cfg, t->B);
+        assert_int_equal(m.layers[1].relu_next, 1);
+        assert_int_equal(m.layers[3].relu_next, 0);
+        ct_rng g = ct_rng_make(350 + c, 0, 0);
+        float *P = set_random_params(&m, &g, 0);
+        float *x = dev_rand(m.input, (size_t)t->B * t->H * t->W * t->C, &g, 1.0f);
+        for (int i = 0; i <= 2; i++) check_layer(&m, i, t->B, &g, P);
+        free(x); free(P);
+        ct_model_free(&m);
+    }
+    ct_model m;
+    make_model(&m, "[net]\nheight=4\nwidth=4\nchannels=2\nclasses=2\n[maxpool]\nsize=1\n"
+                   "[conv]\nfilters=2\nsize=1\nactivation=relu\n[maxpool]\nsize=1\n[shortcut]\nfrom=-2\n"
+                   "[dense]\noutputs=2\n[softmax]\n", 2);
+    assert_int_equal(m.layers[1].relu_next, 0);
+    ct_model_free(&m);
 }
 
 /* Many exact ties (inputs in {-1, 0, 1}, or all equal): the first maximum in
@@ -702,6 +745,7 @@ int main(void) {
         cmocka_unit_test(test_conv_winograd),
         cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_maxpool_ties),
+        cmocka_unit_test(test_maxpool_after_relu),
         cmocka_unit_test(test_dense),
         cmocka_unit_test(test_mnist_cnn_shapes),
         cmocka_unit_test(test_softmax_xent),

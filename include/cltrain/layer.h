@@ -56,7 +56,8 @@ typedef struct ct_layer_ops {
     int (*setup)(ct_model *m, ct_layer *L, int batch, ct_needs *n);
     /* x: the layer's input [B, ih, iw, ic]; writes L->out */
     void (*forward)(ct_model *m, int i, cl_mem x, int B);
-    /* dy: gradient of L's (activated) output, ReLU already applied in place;
+    /* dy: gradient of L's (activated) output, ReLU already applied in place
+     * (by the sequencer, or when L->relu_next by the next layer's backward);
      * parameter gradients accumulate, L->dx (when not NULL) is overwritten */
     void (*backward)(ct_model *m, int i, cl_mem x, cl_mem dy, int B);
     /* A layer reading a second, earlier output (L->from >= 0): add its

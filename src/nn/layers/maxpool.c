@@ -1,5 +1,6 @@
 /* nn/layers/maxpool.c: [maxpool]: window size=, stride= (default: size),
- * no padding, floor mode. Kernels: kernels/pool.cl (maxpool_fwd/bwd).
+ * no padding, floor mode. The forward keeps each maximum's position for the
+ * backward, and folds in the backward of a ReLU before it (layer.h). Kernels: kernels/pool.cl (maxpool_fwd/bwd).
  * Reference: src/ref/pool.c; tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
 
@@ -18,22 +19,39 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     return 0;
 }
 
+/* The window positions of the maxima; and when the input is a ReLU's output
+ * that only this layer reads, the ReLU's backward is folded into this one's */
+static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
+    (void)n;
+    int i = (int)(L - m->layers), alone = i > 0;
+    for (int s = 0; s < m->n_layers && alone; s++)
+        if (m->layers[s].from == i - 1) alone = 0;
+    if (i > 0) m->layers[i - 1].relu_next = alone && m->layers[i - 1].act == CT_ACT_RELU;
+    char what[64];
+    snprintf(what, sizeof what, "layer %d maxima positions", i);
+    return ct_cl_alloc(m->cl, &L->pool_arg, ct_out_size(L) * batch * sizeof(cl_ushort), what);
+}
+
+/* whether layer i's input is a ReLU's output whose backward this layer does */
+static int relu_in(const ct_model *m, int i) { return i > 0 && m->layers[i - 1].relu_next; }
+
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
-    ct_kargs(m->k_pool_fwd, L->out, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+    ct_kargs(m->k_pool_fwd, L->out, L->pool_arg, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow, relu_in(m, i));
     size_t gws = (size_t)B * L->oh * L->ow;
     ct_cl_run(m->cl, m->k_pool_fwd, "maxpool_fwd", 1, &gws, NULL);
 }
 
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
+    (void)x;
     ct_layer *L = &m->layers[i];
     if (!L->dx) return;
-    ct_kargs(m->k_pool_bwd, L->dx, dy, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+    ct_kargs(m->k_pool_bwd, L->dx, dy, L->pool_arg, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
     size_t gws = (size_t)B * L->ih * L->iw;
     ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 1, &gws, NULL);
 }
 
 const ct_layer_ops ct_layer_maxpool = {
     .type = CT_L_MAXPOOL, .name = "maxpool", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
-    .shape = shape, .forward = forward, .backward = backward,
+    .shape = shape, .setup = setup, .forward = forward, .backward = backward,
 };
