@@ -542,12 +542,12 @@ static void ref_step_segments(ct_model *m, const ct_optim *o, float lr, float *P
 
 /* five steps of o's optimizer through the interface against its reference;
  * the learning rate falls as a schedule would (AdamW's decay follows it) */
-static void check_optim(const ct_optim *o, const char *name) {
+static void check_optim_vw(const ct_optim *o, const char *name, int vw) {
     ct_model m;
     make_model(&m, optim_cfg, 2);
     ct_model_init_weights(&m, 7);  /* step 0 */
     ct_opt opt;
-    assert_int_equal(ct_opt_setup(&opt, &m, o), 0); /* zero state */
+    assert_int_equal(ct_opt_setup_vw(&opt, &m, o, vw), 0); /* zero state */
     int ns = opt.ops->n_state;
     assert_int_equal(ns, o->kind == CT_OPT_ADAM || o->kind == CT_OPT_ADAMW ? 2 : 1);
     ct_rng g = ct_rng_make(700, (uint64_t)o->kind, 0);
@@ -565,12 +565,12 @@ static void check_optim(const ct_optim *o, const char *name) {
         float *gp = dev_read(m.params, n);
         char what[96];
         /* one float update of values of magnitude <= ~1 */
-        snprintf(what, sizeof what, "%s step %d params", name, t);
+        snprintf(what, sizeof what, "%s (%d per work-item) step %d params", name, opt.vw, t);
         assert_true(ct_compare(what, gp, P, n, 1e-5, 1e-6));
         for (int i = 0; i < ns; i++) {
             float *got = ct_xmalloc(n * 4);
             ct_opt_get_state(&opt, i, got);
-            snprintf(what, sizeof what, "%s step %d state %d", name, t, i + 1);
+            snprintf(what, sizeof what, "%s (%d per work-item) step %d state %d", name, opt.vw, t, i + 1);
             assert_true(ct_compare(what, got, S[i], n, 1e-5, i ? 1e-9 : 1e-7));
             free(got);
         }
@@ -591,6 +591,13 @@ static void check_optim(const ct_optim *o, const char *name) {
     free(P); free(M1); free(M2);
     ct_opt_free(&opt);
     ct_model_free(&m);
+}
+
+/* both kernel shapes: a CPU's 16 parameters per work-item (the last vector
+ * partial: the test model has 109) and a GPU's one */
+static void check_optim(const ct_optim *o, const char *name) {
+    check_optim_vw(o, name, 16);
+    check_optim_vw(o, name, 1);
 }
 
 static void test_adam(void **state) {

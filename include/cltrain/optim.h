@@ -39,6 +39,7 @@ struct ct_opt {
     cl_program prog;
     cl_kernel k;
     cl_mem state[CT_OPT_MAX_STATE]; /* [n_params] floats each, the first ops->n_state used */
+    int vw;                          /* parameters per work-item: 16 on a CPU, 1 on a GPU (kernels/optim.cl) */
 };
 /* The step count is the model's (m->step: Adam's bias correction and the dropout
  * masks use it); ct_opt_step increments it, a caller that skips a step undoes it. */
@@ -53,6 +54,8 @@ const char *ct_optimizer_list(void);
 
 /* Build the step kernel and allocate ops->n_state zeroed state buffers (m->step is left alone). */
 int ct_opt_setup(ct_opt *o, ct_model *m, const ct_optim *hp);
+/* The same with vw parameters per work-item (1 or 16; 0: the device's choice) */
+int ct_opt_setup_vw(ct_opt *o, ct_model *m, const ct_optim *hp, int vw);
 /* One step at learning rate lr over m->grads (skipped on the device when a gradient is not finite). */
 void ct_opt_step(ct_opt *o, float lr);
 /* State buffer i (< ops->n_state) to or from the host: n_params floats. */

@@ -30,13 +30,17 @@ const char *ct_optimizer_list(void) {
     return list;
 }
 
-int ct_opt_setup(ct_opt *o, ct_model *m, const ct_optim *hp) {
+int ct_opt_setup(ct_opt *o, ct_model *m, const ct_optim *hp) { return ct_opt_setup_vw(o, m, hp, 0); }
+
+int ct_opt_setup_vw(ct_opt *o, ct_model *m, const ct_optim *hp, int vw) {
+    CT_ASSERT(vw == 0 || vw == 1 || vw == 16);
     memset(o, 0, sizeof *o);
     CT_ASSERT(hp->kind >= 0 && hp->kind < CT_OPT_COUNT);
     o->ops = ct_optimizers[hp->kind];
     o->hp = *hp;
     o->m = m;
-    int rc = ct_cl_build(m->cl, &o->prog, "optim.cl", "");
+    o->vw = vw ? vw : m->cl->is_cpu ? 16 : 1; /* parameters per work-item: kernels/optim.cl */
+    int rc = ct_cl_build(m->cl, &o->prog, "optim.cl", o->vw == 16 ? "-DOPT_VW=16" : "");
     if (rc) return rc;
     o->k = ct_cl_kernel(o->prog, o->ops->kernel);
     for (int i = 0; i < o->ops->n_state; i++) {
@@ -55,7 +59,7 @@ void ct_opt_step(ct_opt *o, float lr) {
     ct_model_guard_grads(o->m);
     o->m->step++;
     o->ops->set_args(o, o->k, lr);
-    size_t gws = o->m->n_params;
+    size_t gws = (o->m->n_params + (size_t)o->vw - 1) / (size_t)o->vw;
     ct_cl_run(o->m->cl, o->k, o->ops->kernel, 1, &gws, NULL);
 }
 
