@@ -44,7 +44,8 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_bn_slices p = ct_bn_layout(L);
     int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK;
     int offM = (int)p.mean, offV = (int)p.var;
-    size_t g1 = (size_t)C, ge[2] = {(size_t)C, (size_t)M};
+    int vw = C % 16 ? 1 : 16;
+    size_t g1 = (size_t)C, ge[2] = {(size_t)(C / vw), (size_t)M};
     if (m->training) {
         reduce(m, L, x, x, M, 0);
         ct_kargs(m->k_bn_stats, L->bn_stats, m->bn_p1, m->bn_p2, chunks, chunk, M, C, BN_EPS, BN_MOMENTUM, m->params, offM,
@@ -54,7 +55,7 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
         ct_kargs(m->k_bn_stats_eval, L->bn_stats, m->params, offM, offV, C, BN_EPS);
         ct_cl_run(m->cl, m->k_bn_stats_eval, "bn_stats_eval", 1, &g1, NULL);
     }
-    ct_kargs(m->k_bn_fwd, L->out, x, L->bn_stats, m->params, (int)p.gamma, (int)p.beta, M, C, L->act);
+    ct_kargs(m->k_bn_fwd, L->out, x, L->bn_stats, m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw);
     ct_cl_run(m->cl, m->k_bn_fwd, "bn_fwd", 2, ge, NULL);
 }
 
@@ -62,12 +63,13 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     ct_bn_slices p = ct_bn_layout(L);
     int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK;
-    size_t g1 = (size_t)C, ge[2] = {(size_t)C, (size_t)M};
+    int vw = C % 16 ? 1 : 16;
+    size_t g1 = (size_t)C, ge[2] = {(size_t)(C / vw), (size_t)M};
     reduce(m, L, x, dy, M, 2);
     ct_kargs(m->k_bn_grads, L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)p.gamma, (int)p.beta);
     ct_cl_run(m->cl, m->k_bn_grads, "bn_grads", 1, &g1, NULL);
     if (L->dx) {
-        ct_kargs(m->k_bn_dx, L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)p.gamma, M, C);
+        ct_kargs(m->k_bn_dx, L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)p.gamma, M, C, vw);
         ct_cl_run(m->cl, m->k_bn_dx, "bn_bwd_dx", 2, ge, NULL);
     }
 }
