@@ -134,16 +134,64 @@ static void limit_col(char *out, size_t n, double gflops, double limit) {
     else snprintf(out, n, "%6s", "-");
 }
 
-/* one row of bench kernels: ours, its share of the SGEMM limit, CLBlast (t_clb 0: not timed) */
-static void kernel_row(const char *desc, const char *pass, double t, double f, double limit, double t_clb) {
-    char lim[32], gf[16], clb[16], clbf[16], ratio[16];
+/* The device's memory bandwidth, measured now: relu_bwd over 64 MB of
+ * negative y, which reads y and writes dz once each (best of 5, bytes read +
+ * written per second). 0 when the buffers do not fit. */
+static double device_bandwidth(ct_model *m, ct_cl *cl) {
+    const int n = 16 << 20;
+    size_t bytes = (size_t)n * sizeof(float);
+    cl_mem dz = NULL, y = NULL;
+    double gbs = 0;
+    if (!ct_cl_alloc(cl, &dz, bytes, "bandwidth probe") && !ct_cl_alloc(cl, &y, bytes, "bandwidth probe")) {
+        float neg = -1.0f;
+        CL_CHECK(clEnqueueFillBuffer(cl->queue, y, &neg, sizeof neg, 0, bytes, 0, NULL, NULL));
+        ct_cl_fill0(cl, dz, 0, bytes);
+        double best = 1e30;
+        for (int r = 0; r < 6; r++) {
+            ct_cl_finish(cl);
+            double t0 = ct_now();
+            ct_kargs(m->k_relu_bwd, dz, y, n);
+            size_t gws = (size_t)n;
+            ct_cl_run(cl, m->k_relu_bwd, "relu_bwd", 1, &gws, NULL);
+            ct_cl_finish(cl);
+            double t = ct_now() - t0;
+            if (r && t < best) best = t;
+        }
+        gbs = 2.0 * bytes / best * 1e-9;
+        printf("memory bandwidth of this device: %.1f GB/s (relu_bwd over 2 x 64 MB, measured now)\n", gbs);
+    }
+    ct_cl_release(&dz);
+    ct_cl_release(&y);
+    return gbs;
+}
+
+/* The ideal time of one layer pass: its multiplies at the SGEMM limit or its
+ * compulsory traffic at the measured bandwidth, whichever is longer. The
+ * traffic: forward x, parameters and y; backward x, dy, W, the parameter
+ * gradients (read and written) and dx. A Winograd layer's multiplies are its
+ * own (the direct count / 4 or / 2.25), not the direct convolution's. */
+static double ideal_time(const ct_layer *L, int B, int bwd, double f, double limit, double gbs) {
+    if (limit <= 0 || gbs <= 0) return 0;
+    double in = (double)B * ct_in_size(L), out = (double)B * ct_out_size(L), par = (double)(L->n_w + L->n_b);
+    double words = bwd ? in + out + par + 2 * par + (L->dx ? in : 0) : in + par + out;
+    double mults = L->wino == 4 ? f / 4 : L->wino ? f / 2.25 : f;
+    double tc = mults / (limit * 1e9), tm = 4 * words / (gbs * 1e9);
+    return tc > tm ? tc : tm;
+}
+
+/* one row of bench kernels: ours, its share of the SGEMM limit and of the
+ * ideal bound (t_ideal 0: not known), CLBlast (t_clb 0: not timed) */
+static void kernel_row(const char *desc, const char *pass, double t, double f, double limit, double t_ideal, double t_clb) {
+    char lim[32], bound[16], gf[16], clb[16], clbf[16], ratio[16];
     limit_col(lim, sizeof lim, f > 0 ? f / t * 1e-9 : 0, limit);
+    if (t_ideal > 0) snprintf(bound, sizeof bound, "%5.0f%%", 100 * t_ideal / t);
+    else snprintf(bound, sizeof bound, "%6s", "-");
     snprintf(gf, sizeof gf, f > 0 ? "%.1f" : "-", f / t * 1e-9);
     int have = t_clb > 0 && t_clb < 1e29;
     snprintf(clb, sizeof clb, have ? "%.3f" : "-", t_clb * 1e3);
     snprintf(clbf, sizeof clbf, have && f > 0 ? "%.1f" : "-", f / t_clb * 1e-9);
     snprintf(ratio, sizeof ratio, have ? "%.2fx" : "-", t_clb / t);
-    printf("%-34s %-4s %10.3f %9s %6s %11s %9s %8s\n", desc, pass, t * 1e3, gf, lim, clb, clbf, ratio);
+    printf("%-34s %-4s %10.3f %9s %6s %6s %11s %9s %8s\n", desc, pass, t * 1e3, gf, lim, bound, clb, clbf, ratio);
 }
 
 static int bench_kernels(const cli_opts *c) {
@@ -158,8 +206,13 @@ static int bench_kernels(const cli_opts *c) {
     int paths = clb && !strcmp(clb, "0") ? 1 : 2;
     printf("cltrain bench kernels: model %s, batch %d, device %s (%s)%s\n", m.name, B, cl.device_name, cl.platform_name,
            paths == 1 ? ", CLBlast not timed (CLTRAIN_BENCH_CLBLAST=0)" : "");
-    double limit = sgemm_limit();
-    printf("%-34s %-4s %10s %9s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "CLBlast ms", "GFLOP/s", "ours/CLB");
+    double limit = sgemm_limit(), gbs = device_bandwidth(&m, &cl);
+    if (limit > 0 && gbs > 0)
+        printf("'bound': the ideal time over ours, the ideal being the multiplies at the SGEMM limit or the tensors\n"
+               " each read or written once at that bandwidth, whichever is longer (over 100%%: tensors that a\n"
+               " cache held, faster than memory)\n");
+    printf("%-34s %-4s %10s %9s %6s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "bound", "CLBlast ms",
+           "GFLOP/s", "ours/CLB");
     for (int i = 0; i < m.n_layers; i++)
         if (m.layers[i].wino) {
             printf("('wino4', 'wino': a Winograd F(4x4,3x3) or F(2x2,3x3) layer (--conv); its GFLOP/s and limit count\n"
@@ -168,7 +221,7 @@ static int bench_kernels(const cli_opts *c) {
             break;
         }
     cli_real_gradients(&m, B);
-    double tot[2][2] = {{0, 0}, {0, 0}}, totf[2] = {0, 0};
+    double tot[2][2] = {{0, 0}, {0, 0}}, totf[2] = {0, 0}, tideal[2] = {0, 0};
     for (int i = 0; i < m.n_layers; i++) {
         ct_layer *L = &m.layers[i];
         layer_arg a = {&m, i, B};
@@ -187,9 +240,13 @@ static int bench_kernels(const cli_opts *c) {
         char desc[64];
         snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d%s", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh,
                  L->ow, L->oc, L->wino == 4 ? " wino4" : L->wino ? " wino" : "");
-        for (int p = 0; p < 2; p++) kernel_row(p ? "" : desc, p ? "bwd" : "fwd", t[0][p], p ? fb : ff, limit, t[1][p]);
+        for (int p = 0; p < 2; p++) {
+            double ti = ideal_time(L, B, p, p ? fb : ff, limit, gbs);
+            tideal[p] += ti;
+            kernel_row(p ? "" : desc, p ? "bwd" : "fwd", t[0][p], p ? fb : ff, limit, ti, t[1][p]);
+        }
     }
-    for (int p = 0; p < 2; p++) kernel_row(p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p], totf[p], limit, tot[1][p]);
+    for (int p = 0; p < 2; p++) kernel_row(p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p], totf[p], limit, tideal[p], tot[1][p]);
     /* the plain GEMM at 1024^3 as the device's practical bound for our kernel */
     m.gemm.mode = CT_GEMM_NATIVE;
     cl_mem A, Bm, C;
@@ -211,7 +268,7 @@ static int bench_kernels(const cli_opts *c) {
             }
             tg[p] = best;
         }
-        kernel_row("sgemm 1024x1024x1024", "", tg[0], 2.0 * N * N * N, limit, tg[1]);
+        kernel_row("sgemm 1024x1024x1024", "", tg[0], 2.0 * N * N * N, limit, limit > 0 ? 2.0 * N * N * N / (limit * 1e9) : 0, tg[1]);
         ct_cl_release(&A);
         ct_cl_release(&Bm);
         ct_cl_release(&C);
