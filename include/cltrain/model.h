@@ -41,7 +41,7 @@ typedef struct ct_layer {
     cl_mem dx;                  /* [batch, ih, iw, ic]: gradient w.r.t. the input (not for layer 0) */
     int relu_next;              /* act is ReLU and its backward is done by the next layer's (a maxpool's: kernels/pool.cl) */
     cl_mem pool_arg;            /* maxpool: each maximum's window position, written by the forward for the backward */
-    cl_mem wino_v;              /* conv (Winograd): V of the last forward, kept for the weight gradient (or NULL) */
+    cl_mem fwd_keep;            /* conv: the last forward's im2col columns or Winograd V, kept for the weight gradient (or NULL) */
     cl_mem bn_stats, bn_sums;   /* batch norm: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each */
 } ct_layer;
 

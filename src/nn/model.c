@@ -480,7 +480,7 @@ void ct_model_free(ct_model *m) {
         ct_cl_release(&m->layers[i].dx);
         ct_cl_release(&m->layers[i].bn_stats);
         ct_cl_release(&m->layers[i].bn_sums);
-        ct_cl_release(&m->layers[i].wino_v);
+        ct_cl_release(&m->layers[i].fwd_keep);
         ct_cl_release(&m->layers[i].pool_arg);
     }
     ct_cl_release(&m->bn_p1);

@@ -65,11 +65,12 @@ static int wino_build(ct_model *m, const ct_layer *L) {
 
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
 
-/* The forward's V is kept for the weight gradient, which then skips one of
- * its two input transforms, while all the layers' V fit this budget (80 MB
- * for cifar-cnn at batch 128; the first layers of a 128x128 VGG would take
- * gigabytes, and recompute). */
-#define WINO_KEEP_BYTES ((size_t)1 << 30)
+/* The forward's V (Winograd) or im2col columns are kept for the weight
+ * gradient, which then skips one of its two input transforms or its im2col,
+ * while all the layers' buffers fit this budget (80 MB of V for cifar-cnn at
+ * batch 128, 14 MB of columns for its first layer; the first layers of a
+ * 128x128 VGG would take gigabytes, and recompute). */
+#define KEEP_BYTES ((size_t)1 << 30)
 
 /* Work-groups of the per-tile kernels (wino_in, wino_out, wino_dy). Left to
  * PoCL, F(4x4, 3x3)'s wino_in got 4096 work-items, each with several KiB of
@@ -92,6 +93,14 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     L->wino = pick_tile(m, L, batch);
     if (!L->wino) {
         if (rows * kk > n->ws) n->ws = rows * kk;
+        size_t keep = rows * kk * sizeof(float);
+        if (n->kept + keep <= KEEP_BYTES) {
+            char what[64];
+            snprintf(what, sizeof what, "layer %d im2col columns", (int)(L - m->layers));
+            int rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what);
+            if (rc) return rc;
+            n->kept += keep;
+        }
         return ct_layer_reserve_gemm(m, (int)rows, L->oc, (int)kk);
     }
     /* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
@@ -106,10 +115,10 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     int rc;
     if ((rc = wino_build(m, L))) return rc;
     size_t keep = P * T * C * sizeof(float);
-    if (n->kept + keep <= WINO_KEEP_BYTES) {
+    if (n->kept + keep <= KEEP_BYTES) {
         char what[64];
         snprintf(what, sizeof what, "layer %d Winograd input tiles", (int)(L - m->layers));
-        if ((rc = ct_cl_alloc(m->cl, &L->wino_v, keep, what))) return rc;
+        if ((rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what))) return rc;
         n->kept += keep;
     }
     if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, (int)rows))) return rc;    /* bias gradient */
@@ -152,7 +161,7 @@ static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
 }
 
 static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
-    cl_mem V = L->wino_v ? L->wino_v : m->ws;
+    cl_mem V = L->fwd_keep ? L->fwd_keep : m->ws;
     wino_weights(m, L, 0);
     wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
     wino_gemms(m, L, V, (int)tiles_out(L, B), L->oc, L->ic);
@@ -165,7 +174,7 @@ static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
 static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
     int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
-    cl_mem V = L->wino_v;
+    cl_mem V = L->fwd_keep;
     if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
     ct_kargs(w->dy, m->ws2, dy, L->oh, L->ow, K, TH, TW, T);
     size_t gws = (size_t)T;
@@ -182,10 +191,13 @@ static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, i
     wino_out(m, L, L->dx, 0, 0, L->ih, L->iw, C, B);
 }
 
-static void run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
-    ct_kargs(m->k_im2col, m->ws, x, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
+/* im2col(x) into the kept columns (or the workspace), which it returns */
+static cl_mem run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
+    cl_mem col = L->fwd_keep ? L->fwd_keep : m->ws;
+    ct_kargs(m->k_im2col, col, x, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
     size_t gws = (size_t)B * L->oh * L->ow;
     ct_cl_run(m->cl, m->k_im2col, "im2col", 1, &gws, NULL);
+    return col;
 }
 
 /* out[B*oh*ow, oc] = act(im2col(x) W + b) */
@@ -196,12 +208,12 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
         return;
     }
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
-    run_im2col(m, L, x, B);
-    ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, kk, 1.0f, m->ws, 0, kk, m->params, L->w_off, L->oc, 0.0f, L->out, 0,
+    cl_mem col = run_im2col(m, L, x, B);
+    ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, kk, 1.0f, col, 0, kk, m->params, L->w_off, L->oc, 0.0f, L->out, 0,
                 L->oc, m->params, L->b_off, L->act);
 }
 
-/* db += 1^T dy ; dW += col^T dy ; dcol = dy W^T ; dx = col2im(dcol) */
+/* db += 1^T dy ; dW += col^T dy ; dcol = dy W^T ; dx = col2im(dcol). x is the input of the last forward. */
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
@@ -210,8 +222,8 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
         wino_backward(m, L, x, dy, B);
         return;
     }
-    run_im2col(m, L, x, B);
-    ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, m->ws, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
+    cl_mem col = L->fwd_keep ? L->fwd_keep : run_im2col(m, L, x, B); /* kept: the last forward's */
+    ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, col, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
     if (!L->dx) return;
     ct_gemm_run(&m->gemm, 0, 1, rows, kk, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, kk, NULL, 0, 0);
     ct_kargs(m->k_col2im, L->dx, m->ws, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
