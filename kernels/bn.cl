@@ -6,16 +6,25 @@
  * which cancels badly in float: each chunk (64 rows, in cache) gives its sum
  * and its squared deviations from its own mean, and bn_stats combines those
  * exactly (Chan, Golub and LeVeque 1979), so one pass over x does.
+ * With a ReLU (act), the backward masks dy itself: the pre-activation is
+ * recomputed from x exactly as bn_fwd computed it (same operations, no
+ * contraction), so the sequencer's ReLU pass over y is not needed.
  * Reference: src/ref/bn.c; tests: tests/test_bn.c. */
+#pragma OPENCL FP_CONTRACT OFF
+
+/* dy through the ReLU: 0 where the pre-activation gamma*(x-mean)*invstd+beta was not above 0 */
+#define RELU_MASK(VT, g, xv, gamma, mean, invstd, beta) select((VT)(0.0f), (g), (gamma) * ((xv) - (mean)) * (invstd) + (beta) > (VT)(0.0f))
 
 /* mode 0: p1 = sum x, p2 = sum (x - mean of the chunk)^2 over the chunk's
- * rows; mode 2: p1 = sum dy, p2 = sum dy * xhat. gws = (C / VW, chunks):
- * bn_reduce8 (C a multiple of 8) reads eight channels of a row at once, the
- * same sums lane by lane; a scalar work-item per channel read one float of
- * every 128-byte row and ran at 3 GB/s on PoCL. */
+ * rows; mode 2: p1 = sum dy, p2 = sum dy * xhat (dy through the ReLU when
+ * act). gws = (C / VW, chunks): bn_reduce8 (C a multiple of 8) reads eight
+ * channels of a row at once, the same sums lane by lane; a scalar work-item
+ * per channel read one float of every 128-byte row and ran at 3 GB/s on PoCL. */
 #define BN_REDUCE(NAME, VT, LD, ST, VW)                                                                  \
     __kernel void NAME(__global float *p1, __global float *p2, __global const float *x, __global const float *dy, \
-                       __global const float *stats, const int M, const int C, const int chunk, const int mode) { \
+                       __global const float *stats, __global const float *params, const int offGamma,   \
+                       const int offBeta, const int act, const int M, const int C, const int chunk,     \
+                       const int mode) {                                                                \
         const int c = (int)get_global_id(0) * VW, k = (int)get_global_id(1);                            \
         if (c >= C) return;                                                                              \
         const int r0 = k * chunk, r1 = min(M, r0 + chunk);                                               \
@@ -29,10 +38,13 @@
             }                                                                                            \
         } else {                                                                                         \
             const VT mean = LD(stats + c), invstd = LD(stats + C + c);                                   \
+            const VT gamma = LD(params + offGamma + c), beta = LD(params + offBeta + c);                 \
             for (int r = r0; r < r1; r++) {                                                              \
-                const VT g = LD(dy + (size_t)r * C + c);                                                 \
+                const VT xv = LD(x + (size_t)r * C + c);                                                 \
+                VT g = LD(dy + (size_t)r * C + c);                                                       \
+                if (act == CT_ACT_RELU) g = RELU_MASK(VT, g, xv, gamma, mean, invstd, beta);             \
                 s1 += g;                                                                                 \
-                s2 += g * (LD(x + (size_t)r * C + c) - mean) * invstd;                                   \
+                s2 += g * (xv - mean) * invstd;                                                          \
             }                                                                                            \
         }                                                                                                \
         ST(s1, p1 + (size_t)k * C + c);                                                                  \
@@ -114,20 +126,24 @@ __kernel void bn_grads(__global float *sums, __global const float *p1, __global 
     grads[offGamma + c] += s2;
 }
 
-/* dx = gamma * invstd * (dy - sum_dy / M - xhat * sum_dyxhat / M). gws = (C / vw, M), vw as in bn_fwd */
+/* dx = gamma * invstd * (dy - sum_dy / M - xhat * sum_dyxhat / M), dy through
+ * the ReLU when act. gws = (C / vw, M), vw as in bn_fwd */
 __kernel void bn_bwd_dx(__global float *dx, __global const float *dy, __global const float *x,
                         __global const float *stats, __global const float *sums, __global const float *params,
-                        const int offGamma, const int M, const int C, const int vw) {
+                        const int offGamma, const int offBeta, const int act, const int M, const int C, const int vw) {
     const int c = (int)get_global_id(0) * vw, r = (int)get_global_id(1);
     if (c >= C || r >= M) return;
     const size_t i = (size_t)r * C + c;
     if (vw == 16) {
-        const float16 invstd = vload16(0, stats + C + c), xhat = (vload16(0, x + i) - vload16(0, stats + c)) * invstd;
-        vstore16(vload16(0, params + offGamma + c) * invstd *
-                     (vload16(0, dy + i) - vload16(0, sums + c) / M - xhat * vload16(0, sums + C + c) / M),
-                 0, dx + i);
+        const float16 mean = vload16(0, stats + c), invstd = vload16(0, stats + C + c), xv = vload16(0, x + i);
+        const float16 gamma = vload16(0, params + offGamma + c), xhat = (xv - mean) * invstd;
+        float16 g = vload16(0, dy + i);
+        if (act == CT_ACT_RELU) g = RELU_MASK(float16, g, xv, gamma, mean, invstd, vload16(0, params + offBeta + c));
+        vstore16(gamma * invstd * (g - vload16(0, sums + c) / M - xhat * vload16(0, sums + C + c) / M), 0, dx + i);
         return;
     }
-    const float invstd = stats[C + c], xhat = (x[i] - stats[c]) * invstd;
-    dx[i] = params[offGamma + c] * invstd * (dy[i] - sums[c] / M - xhat * sums[C + c] / M);
+    const float mean = stats[c], invstd = stats[C + c], xv = x[i], gamma = params[offGamma + c], xhat = (xv - mean) * invstd;
+    float g = dy[i];
+    if (act == CT_ACT_RELU) g = RELU_MASK(float, g, xv, gamma, mean, invstd, params[offBeta + c]);
+    dx[i] = gamma * invstd * (g - sums[c] / M - xhat * sums[C + c] / M);
 }

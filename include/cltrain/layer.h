@@ -57,9 +57,11 @@ typedef struct ct_layer_ops {
     /* x: the layer's input [B, ih, iw, ic]; writes L->out */
     void (*forward)(ct_model *m, int i, cl_mem x, int B);
     /* dy: gradient of L's (activated) output, ReLU already applied in place
-     * (by the sequencer, or when L->relu_next by the next layer's backward);
+     * (by the sequencer, or when L->relu_next by the next layer's backward;
+     * with relu_inside set, the backward applies it itself: dy is as given);
      * parameter gradients accumulate, L->dx (when not NULL) is overwritten */
     void (*backward)(ct_model *m, int i, cl_mem x, cl_mem dy, int B);
+    int relu_inside;           /* 1: backward masks dy by L's ReLU itself (batch norm: from x, no pass over y) */
     /* A layer reading a second, earlier output (L->from >= 0): add its
      * gradient w.r.t. that output into target [B, shape of layer from].
      * Called by the sequencer once layer from+1 has written target. */

@@ -552,7 +552,7 @@ void ct_model_loss(ct_model *m, int B) {
 void ct_layer_backward(ct_model *m, int i, int B) {
     ct_layer *L = &m->layers[i];
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
-    if (L->act == CT_ACT_RELU && !L->relu_next) {
+    if (L->act == CT_ACT_RELU && !L->relu_next && !ct_layer_ops_of(L)->relu_inside) {
         size_t n = (size_t)B * ct_out_size(L);
         ct_kargs(m->k_relu_bwd, dy, L->out, (int)n);
         ct_cl_run(m->cl, m->k_relu_bwd, "relu_bwd", 1, &n, NULL);

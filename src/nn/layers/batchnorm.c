@@ -3,7 +3,8 @@
  * the running averages in evaluation. Parameters in ct_bn_layout
  * (include/cltrain/layer.h): gamma, running mean, running variance, beta.
  * The running averages are state: no weight decay, gradient 0, averaged
- * over data-parallel ranks. Kernels: kernels/bn.cl. Reference:
+ * over data-parallel ranks. A ReLU's backward is done here (relu_inside),
+ * from x, instead of by the sequencer over y. Kernels: kernels/bn.cl. Reference:
  * src/ref/bn.c; tests: tests/test_bn.c. */
 #include "cltrain/layer.h"
 
@@ -30,11 +31,13 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     return rc;
 }
 
-/* bn_reduce's partial sums into bn_p1, bn_p2 (mode 0: of x; 2: of dy and dy*xhat) */
+/* bn_reduce's partial sums into bn_p1, bn_p2 (mode 0: of x; 2: of dy and dy*xhat, dy through L's ReLU) */
 static void reduce(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int M, int mode) {
     int C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK, vw = C % 8 ? 1 : 8;
     cl_kernel k = vw == 8 ? m->k_bn_reduce8 : m->k_bn_reduce;
-    ct_kargs(k, m->bn_p1, m->bn_p2, x, dy, L->bn_stats, M, C, chunk, mode);
+    ct_bn_slices p = ct_bn_layout(L);
+    ct_kargs(k, m->bn_p1, m->bn_p2, x, dy, L->bn_stats, m->params, (int)p.gamma, (int)p.beta, mode ? L->act : 0, M, C,
+             chunk, mode);
     size_t g2[2] = {(size_t)(C / vw), (size_t)chunks};
     ct_cl_run(m->cl, k, "bn_reduce", 2, g2, NULL);
 }
@@ -69,7 +72,7 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_kargs(m->k_bn_grads, L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)p.gamma, (int)p.beta);
     ct_cl_run(m->cl, m->k_bn_grads, "bn_grads", 1, &g1, NULL);
     if (L->dx) {
-        ct_kargs(m->k_bn_dx, L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)p.gamma, M, C, vw);
+        ct_kargs(m->k_bn_dx, L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)p.gamma, (int)p.beta, L->act, M, C, vw);
         ct_cl_run(m->cl, m->k_bn_dx, "bn_bwd_dx", 2, ge, NULL);
     }
 }
@@ -91,5 +94,5 @@ static size_t state(const ct_layer *L, size_t *off) {
 
 const ct_layer_ops ct_layer_batchnorm = {
     .type = CT_L_BATCHNORM, .name = "batchnorm", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
-    .shape = shape, .setup = setup, .forward = forward, .backward = backward, .init = init, .state = state,
+    .relu_inside = 1, .shape = shape, .setup = setup, .forward = forward, .backward = backward, .init = init, .state = state,
 };
