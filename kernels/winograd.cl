@@ -313,3 +313,73 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++) grads[woff + ((size_t)(a * 3 + b) * C + c) * K + k] += d[a][b];
 }
+
+#if WINO_M == 4
+/* The whole F(4x4, 3x3) convolution of one tile in one work-item, for a CPU
+ * and few channels: V = B^T d B of every input channel into private memory,
+ * then for each 16 output channels the 36 products M[xi] = sum over c of
+ * V[xi][c] U[xi][c][k..k+16], one row of six at a time turned by A^T and
+ * added into the 4x4 outputs (+ bias, ReLU if act). Nothing goes through
+ * memory but x, U (from the cache) and y: the separate kernels move V and M,
+ * 2.25x the activations each, twice, and on a CPU that traffic and not the
+ * multiplies set their speed. C <= WINO_FUSED_C, K a multiple of 16.
+ * The same as wino_in + the GEMMs + wino_out in other rounding order; with
+ * keep, V is also written out as wino_in writes it (for the weight gradient).
+ * gws = (T), U [36][C][K]. */
+#define WINO_FUSED_C 64
+__constant float wino_at[4][WN] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+#define FUSED_IN(VT, LD, VST, VW)                                                                        \
+    for (; c + VW <= C; c += VW) {                                                                       \
+        VT d[WN][WN], tv[WN][WN];                                                                        \
+        for (int i = 0; i < WN; i++)                                                                     \
+            for (int j = 0; j < WN; j++)                                                                 \
+                d[i][j] = rok[i] && cok[j] ? LD(x + (((size_t)b * H + y0 + i) * W + x0 + j) * C + c) : (VT)(0.0f); \
+        T2D(VT, T_IN, WN, WN, tv, d);                                                                    \
+        for (int i = 0; i < WN * WN; i++) VST(tv[i / WN][i % WN], v + i * C + c);                        \
+        if (keep)                                                                                        \
+            for (int i = 0; i < WN * WN; i++) VST(tv[i / WN][i % WN], V + i * TC + o + c);               \
+    }
+#define PST16(val, p) vstore16((val), 0, (p))
+#define PST8(val, p) vstore8((val), 0, (p))
+#define PST1(val, p) (*(p) = (val))
+__kernel void wino_fused(__global float *y, __global float *V, const int keep, __global const float *x,
+                         __global const float *U, __global const float *bias, const int boff, const int has_bias,
+                         const int act, const int H, const int W, const int C, const int pad, const int OH,
+                         const int OW, const int K, const int TH, const int TW, const int T) {
+    const int t = (int)get_global_id(0);
+    if (t >= T) return;
+    TILE_OF(t);
+    const size_t TC = (size_t)T * C, o = (size_t)t * C;
+    const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
+    bool rok[WN], cok[WN];
+    for (int i = 0; i < WN; i++) {
+        rok[i] = y0 + i >= 0 && y0 + i < H;
+        cok[i] = x0 + i >= 0 && x0 + i < W;
+    }
+    float v[WN * WN * WINO_FUSED_C];
+    int c = 0;
+    FUSED_IN(float16, LD16, PST16, 16)
+    FUSED_IN(float8, LD8, PST8, 8)
+    FUSED_IN(float, LD1, PST1, 1)
+    for (int k = 0; k < K; k += 16) {
+        float16 e[WINO_M][WINO_M];
+        _Pragma("unroll") for (int i = 0; i < WINO_M; i++)
+            _Pragma("unroll") for (int j = 0; j < WINO_M; j++) e[i][j] = (float16)(0.0f);
+        _Pragma("unroll") for (int r = 0; r < WN; r++) {
+            /* six independent sums (one FMA chain each: one alone waits on its latency) */
+            float16 m[WN], tr[WINO_M];
+            _Pragma("unroll") for (int s = 0; s < WN; s++) m[s] = (float16)(0.0f);
+            __global const float *u = U + (size_t)WN * r * C * K + k;
+            const float *vr = v + WN * r * C;
+            for (int cc = 0; cc < C; cc++)
+                _Pragma("unroll") for (int s = 0; s < WN; s++)
+                    m[s] = fma((float16)(vr[s * C + cc]), vload16(0, u + ((size_t)s * C + cc) * K), m[s]);
+            T_OUT(tr, m);
+            _Pragma("unroll") for (int i = 0; i < WINO_M; i++)
+                _Pragma("unroll") for (int j = 0; j < WINO_M; j++) e[i][j] += wino_at[i][r] * tr[j];
+        }
+        const float16 bk = has_bias ? vload16(0, bias + boff + k) : (float16)(0.0f);
+        _Pragma("unroll") for (int i = 0; i < WINO_M; i++) OUT_ROW(float16, ST16, i, e[i])
+    }
+}
+#endif

@@ -24,12 +24,14 @@
 /* ---------------- helpers ---------------- */
 
 static int g_conv_algo = CT_CONV_IM2COL; /* --conv for the models made here */
+static int g_wino_unfused = 0;           /* their wino_unfused */
 
 static int make_model(ct_model *m, const char *cfg, int batch) {
     int rc = ct_model_parse(m, cfg, "test.cfg");
     if (rc) fprintf(stderr, "# parse: %s\n", ct_last_error());
     assert_int_equal(rc, 0);
     m->conv_algo = g_conv_algo;
+    m->wino_unfused = g_wino_unfused;
     rc = ct_model_setup(m, &g_cl, batch, CT_GEMM_NATIVE);
     if (rc) fprintf(stderr, "# setup: %s\n", ct_last_error());
     assert_int_equal(rc, 0);
@@ -271,15 +273,23 @@ static void test_conv_winograd(void **state) {
         {2, 2, 16, 16, 32, 32, 3, 1, 1, 1},
         {1, 1, 11, 6, 70, 66, 3, 1, 1, 0},
         {2, 2, 5, 4, 9, 5, 3, 1, 3, 1},    /* pad 3: the data gradient's pad is -1 */
+        /* F(4x4) on a CPU runs these through wino_fused (forward, data gradient or both) */
+        {2, 2, 9, 7, 16, 16, 3, 1, 1, 1},  /* cut tiles, 16-wide input path */
+        {2, 1, 6, 5, 5, 16, 3, 1, 1, 0},   /* scalar input path; the data gradient unfused (5 outputs) */
+        {3, 3, 7, 7, 8, 16, 3, 1, 0, 1},   /* 8-wide input path, pad 0 (data gradient pad 2) */
+        {2, 2, 6, 6, 16, 5, 3, 1, 1, 1},   /* the data gradient fused alone */
     };
     static const int algos[] = {CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
-    for (int a = 0; a < 2; a++) {
-        g_conv_algo = algos[a];
+    for (int a = 0; a < 3; a++) { /* F(2x2), F(4x4), F(4x4) never fused */
+        g_conv_algo = algos[a > 0];
+        g_wino_unfused = a == 2;
         int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300 + 1000 * a, 0);
         n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400 + 1000 * a, 1);
-        fprintf(stderr, "# F(%dx%d, 3x3): %d cases ran as Winograd\n", 2 + 2 * a, 2 + 2 * a, n);
-        assert_int_equal(n, 5 + 8);
+        fprintf(stderr, "# F(%dx%d, 3x3)%s: %d cases ran as Winograd\n", 2 + 2 * (a > 0), 2 + 2 * (a > 0),
+                a == 2 ? " unfused" : "", n);
+        assert_int_equal(n, 5 + 12);
     }
+    g_wino_unfused = 0;
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */
     g_conv_algo = CT_CONV_AUTO;
     run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 500, 0);

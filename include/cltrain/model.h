@@ -80,6 +80,7 @@ typedef struct ct_model {
     cl_program p_short;
     cl_kernel k_short_fwd, k_short_bwd;
     int conv_algo;              /* CT_CONV_*, set before ct_model_setup (0: im2col everywhere) */
+    int wino_unfused;           /* 1: F(4x4) always in separate kernels, never wino_fused (tests run both) */
     /* set before ct_model_setup, for `cltrain tune` (0 and NULL: the tuning database as written):
      * db_defaults 1: neither the database's GEMM choices nor its conv choices, the shipped defaults
      * and the --conv auto rule only (the tuner's baseline); conv_tuned: these conv choices replace
@@ -89,7 +90,7 @@ typedef struct ct_model {
     int n_conv_tuned;
     struct ct_wino_kernels {    /* winograd.cl built for one tile size: [0] F(2x2, 3x3), [1] F(4x4, 3x3) */
         cl_program p;
-        cl_kernel in, w, out, dy, dw;
+        cl_kernel in, w, out, dy, dw, fused; /* fused: F(4x4) only (wino[1]) */
     } wino[2];
     cl_mem ws2, ws3;            /* Winograd's second and third workspaces (m->ws holds the first) */
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
