@@ -314,20 +314,33 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
         for (int b = 0; b < 3; b++) grads[woff + ((size_t)(a * 3 + b) * C + c) * K + k] += d[a][b];
 }
 
-#if WINO_M == 4
-/* The whole F(4x4, 3x3) convolution of one tile in one work-item, for a CPU
- * and few channels: V = B^T d B of every input channel into private memory,
- * then for each 16 output channels the 36 products M[xi] = sum over c of
- * V[xi][c] U[xi][c][k..k+16], one row of six at a time turned by A^T and
- * added into the 4x4 outputs (+ bias, ReLU if act). Nothing goes through
- * memory but x, U (from the cache) and y: the separate kernels move V and M,
- * 2.25x the activations each, twice, and on a CPU that traffic and not the
- * multiplies set their speed. C <= WINO_FUSED_C, K a multiple of 16.
- * The same as wino_in + the GEMMs + wino_out in other rounding order; with
- * keep, V is also written out as wino_in writes it (for the weight gradient).
- * gws = (T), U [36][C][K]. */
+#if WINO_M == 4 && defined(WINO_FUSED)
+/* The whole F(4x4, 3x3) convolution of FT tiles in one work-item, for a CPU:
+ * V = B^T d B of every input channel into private memory (and, with keep,
+ * to V as wino_in writes it, for the weight gradient); then for each 16*FNV
+ * output channels the 36 products M[xi] (FT tiles x 16*FNV) = V[xi] U[xi]
+ * as a register-tiled GEMM (FT broadcasts and FNV vector loads per FT*FNV
+ * multiply-adds) into private memory, and Y = A^T M A (+ bias, ReLU if act)
+ * from there. Nothing goes through global memory but x, U (from the cache),
+ * y and the kept V: the separate kernels write V and M (2.25x the
+ * activations each) and read them back, and on a CPU that traffic, not the
+ * multiplies, set their speed. C <= WINO_FUSED_C, K a multiple of 16; the
+ * same as wino_in + the GEMMs + wino_out in another rounding order. Built
+ * for CPUs only (-DWINO_FUSED, src/nn/layers/conv.c): a GPU would hold the
+ * tiles' V, up to 72 KiB per work-item, in slow memory.
+ * gws = (ceil(T / FT)), U [36][C][K]. */
+#ifndef WINO_FUSED_C
 #define WINO_FUSED_C 64
-__constant float wino_at[4][WN] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+#endif
+#ifndef FT
+#define FT 8
+#endif
+#ifndef FNV
+#define FNV 1
+#endif
+#define PST16(val, p) vstore16((val), 0, (p))
+#define PST8(val, p) vstore8((val), 0, (p))
+#define PST1(val, p) (*(p) = (val))
 #define FUSED_IN(VT, LD, VST, VW)                                                                        \
     for (; c + VW <= C; c += VW) {                                                                       \
         VT d[WN][WN], tv[WN][WN];                                                                        \
@@ -335,51 +348,81 @@ __constant float wino_at[4][WN] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0,
             for (int j = 0; j < WN; j++)                                                                 \
                 d[i][j] = rok[i] && cok[j] ? LD(x + (((size_t)b * H + y0 + i) * W + x0 + j) * C + c) : (VT)(0.0f); \
         T2D(VT, T_IN, WN, WN, tv, d);                                                                    \
-        for (int i = 0; i < WN * WN; i++) VST(tv[i / WN][i % WN], v + i * C + c);                        \
+        for (int i = 0; i < WN * WN; i++) VST(tv[i / WN][i % WN], vf + i * C + c);                       \
         if (keep)                                                                                        \
             for (int i = 0; i < WN * WN; i++) VST(tv[i / WN][i % WN], V + i * TC + o + c);               \
     }
-#define PST16(val, p) vstore16((val), 0, (p))
-#define PST8(val, p) vstore8((val), 0, (p))
-#define PST1(val, p) (*(p) = (val))
+#define MP(i, j) mp[WN * (i) + (j)][f][nv]
 __kernel void wino_fused(__global float *y, __global float *V, const int keep, __global const float *x,
                          __global const float *U, __global const float *bias, const int boff, const int has_bias,
                          const int act, const int H, const int W, const int C, const int pad, const int OH,
                          const int OW, const int K, const int TH, const int TW, const int T) {
-    const int t = (int)get_global_id(0);
-    if (t >= T) return;
-    TILE_OF(t);
-    const size_t TC = (size_t)T * C, o = (size_t)t * C;
-    const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
-    bool rok[WN], cok[WN];
-    for (int i = 0; i < WN; i++) {
-        rok[i] = y0 + i >= 0 && y0 + i < H;
-        cok[i] = x0 + i >= 0 && x0 + i < W;
-    }
-    float v[WN * WN * WINO_FUSED_C];
-    int c = 0;
-    FUSED_IN(float16, LD16, PST16, 16)
-    FUSED_IN(float8, LD8, PST8, 8)
-    FUSED_IN(float, LD1, PST1, 1)
-    for (int k = 0; k < K; k += 16) {
-        float16 e[WINO_M][WINO_M];
-        _Pragma("unroll") for (int i = 0; i < WINO_M; i++)
-            _Pragma("unroll") for (int j = 0; j < WINO_M; j++) e[i][j] = (float16)(0.0f);
-        _Pragma("unroll") for (int r = 0; r < WN; r++) {
-            /* six independent sums (one FMA chain each: one alone waits on its latency) */
-            float16 m[WN], tr[WINO_M];
-            _Pragma("unroll") for (int s = 0; s < WN; s++) m[s] = (float16)(0.0f);
-            __global const float *u = U + (size_t)WN * r * C * K + k;
-            const float *vr = v + WN * r * C;
-            for (int cc = 0; cc < C; cc++)
-                _Pragma("unroll") for (int s = 0; s < WN; s++)
-                    m[s] = fma((float16)(vr[s * C + cc]), vload16(0, u + ((size_t)s * C + cc) * K), m[s]);
-            T_OUT(tr, m);
-            _Pragma("unroll") for (int i = 0; i < WINO_M; i++)
-                _Pragma("unroll") for (int j = 0; j < WINO_M; j++) e[i][j] += wino_at[i][r] * tr[j];
+    const int t0 = (int)get_global_id(0) * FT;
+    if (t0 >= T) return;
+    const int nt = min(FT, T - t0);
+    const size_t TC = (size_t)T * C;
+    float v[FT][WN * WN * WINO_FUSED_C];
+    for (int f = 0; f < FT; f++) {
+        float *vf = v[f];
+        if (f >= nt) {
+            for (int i = 0; i < WN * WN * C; i++) vf[i] = 0.0f;
+            continue;
         }
-        const float16 bk = has_bias ? vload16(0, bias + boff + k) : (float16)(0.0f);
-        _Pragma("unroll") for (int i = 0; i < WINO_M; i++) OUT_ROW(float16, ST16, i, e[i])
+        TILE_OF(t0 + f);
+        const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
+        const size_t o = (size_t)(t0 + f) * C;
+        bool rok[WN], cok[WN];
+        for (int i = 0; i < WN; i++) {
+            rok[i] = y0 + i >= 0 && y0 + i < H;
+            cok[i] = x0 + i >= 0 && x0 + i < W;
+        }
+        int c = 0;
+        FUSED_IN(float16, LD16, PST16, 16)
+        FUSED_IN(float8, LD8, PST8, 8)
+        FUSED_IN(float, LD1, PST1, 1)
+    }
+    for (int kb = 0; kb < K; kb += 16 * FNV) {
+        const int nvs = min(FNV, (K - kb) / 16);
+        float16 mp[WN * WN][FT][FNV];
+        for (int xi = 0; xi < WN * WN; xi++) {
+            float16 acc[FT][FNV];
+            _Pragma("unroll") for (int f = 0; f < FT; f++)
+                _Pragma("unroll") for (int nv = 0; nv < FNV; nv++) acc[f][nv] = (float16)(0.0f);
+            __global const float *u = U + (size_t)xi * C * K + kb;
+            for (int c = 0; c < C; c++) {
+                float16 uv[FNV];
+                _Pragma("unroll") for (int nv = 0; nv < FNV; nv++)
+                    uv[nv] = nv < nvs ? vload16(nv, u + (size_t)c * K) : (float16)(0.0f);
+                _Pragma("unroll") for (int f = 0; f < FT; f++) {
+                    const float16 a = (float16)(v[f][xi * C + c]);
+                    _Pragma("unroll") for (int nv = 0; nv < FNV; nv++) acc[f][nv] = fma(a, uv[nv], acc[f][nv]);
+                }
+            }
+            _Pragma("unroll") for (int f = 0; f < FT; f++)
+                _Pragma("unroll") for (int nv = 0; nv < FNV; nv++) mp[xi][f][nv] = acc[f][nv];
+        }
+        for (int f = 0; f < nt; f++) {
+            TILE_OF(t0 + f);
+            for (int nv = 0; nv < nvs; nv++) {
+                const int k = kb + 16 * nv;
+                const float16 bk = has_bias ? vload16(0, bias + boff + k) : (float16)(0.0f);
+                float16 u[WN], w[WN], e[WINO_M];
+                _Pragma("unroll") for (int j = 0; j < WN; j++) {
+                    const float16 p = MP(1, j) + MP(2, j), q = MP(3, j) + MP(4, j);
+                    u[j] = MP(0, j) + p + q;
+                    w[j] = p + 4.0f * q;
+                }
+                T_OUT(e, u); OUT_ROW(float16, ST16, 0, e)
+                T_OUT(e, w); OUT_ROW(float16, ST16, 2, e)
+                _Pragma("unroll") for (int j = 0; j < WN; j++) {
+                    const float16 p = MP(1, j) - MP(2, j), q = MP(3, j) - MP(4, j);
+                    u[j] = p + 2.0f * q;
+                    w[j] = p + 8.0f * q + MP(5, j);
+                }
+                T_OUT(e, u); OUT_ROW(float16, ST16, 1, e)
+                T_OUT(e, w); OUT_ROW(float16, ST16, 3, e)
+            }
+        }
     }
 }
 #endif

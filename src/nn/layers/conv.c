@@ -8,6 +8,7 @@
  * GEMM. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
 #include <limits.h>
+#include <string.h>
 
 static const ct_key keys[] = {
     CT_KEY(filters, CT_KEY_INT, 1, 65536), CT_KEY(size, CT_KEY_INT, 1, 64), CT_KEY(stride, CT_KEY_INT, 1, 64),
@@ -44,15 +45,24 @@ static size_t tiles_in(const ct_layer *L, int B) {
 }
 static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { return &m->wino[L->wino == 4]; }
 
+/* wino_fused (CPU, F(4x4)): tiles per work-item, the most input channels
+ * (its tiles' V in private memory). Tuned on PoCL, AVX-512 (bench kernels,
+ * resnet20 and mnist-cnn): 8 tiles x 16 outputs beat 4 x 32, 6 x 32, 4 x 64,
+ * 12 x 16 and 16 x 16 by 5-25%. */
+enum { WINO_FT = 8, WINO_FUSED_C = 64 };
+
 /* winograd.cl for L's tile size, built by the first layer that needs it (a
  * model without Winograd layers, or with one tile size, compiles no more) */
 static int wino_build(ct_model *m, const ct_layer *L) {
     struct ct_wino_kernels *w = &m->wino[L->wino == 4];
     if (w->p) return 0;
     /* 16-wide channel runs where a CPU has 16-wide registers: F(4x4) per-tile kernels 1.1-1.5x on AVX-512 */
-    const char *opts = L->wino != 4                                ? "-DWINO_M=2"
-                       : m->cl->is_cpu && m->cl->float_width >= 16 ? "-DWINO_M=4 -DWINO_VW=16"
-                                                                   : "-DWINO_M=4";
+    char opts[128];
+    snprintf(opts, sizeof opts, "-DWINO_M=%d%s", L->wino == 4 ? 4 : 2,
+             L->wino == 4 && m->cl->is_cpu && m->cl->float_width >= 16 ? " -DWINO_VW=16" : "");
+    if (L->wino == 4 && m->cl->is_cpu) /* the fused kernel, for CPUs only (its private tiles) */
+        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DWINO_FUSED -DFT=%d -DWINO_FUSED_C=%d", WINO_FT,
+                 WINO_FUSED_C);
     int rc = ct_cl_build(m->cl, &w->p, "winograd.cl", opts);
     if (rc) return rc;
     w->in = ct_cl_kernel(w->p, "wino_in");
@@ -60,19 +70,19 @@ static int wino_build(ct_model *m, const ct_layer *L) {
     w->out = ct_cl_kernel(w->p, "wino_out");
     w->dy = ct_cl_kernel(w->p, "wino_dy");
     w->dw = ct_cl_kernel(w->p, "wino_dw");
-    if (L->wino == 4) w->fused = ct_cl_kernel(w->p, "wino_fused");
+    if (L->wino == 4 && m->cl->is_cpu) w->fused = ct_cl_kernel(w->p, "wino_fused");
     return 0;
 }
 
 /* Whether a Winograd convolution from cin to kout channels runs as the one
  * fused kernel (wino_fused, kernels/winograd.cl): on a CPU, F(4x4), kout a
- * multiple of 16, and both at most 16. Measured on PoCL (bench kernels,
- * resnet20): 16 -> 16 channels at 32x32 forward 3.6-4.4 -> 2.8-3.0 ms; at 32
- * and 64 channels it lost (1.7 -> 2.5 and 1.45 -> 2.9 ms): one work-item per
- * tile loads a U vector and a V scalar per multiply-add, where the batched
- * GEMM's register tiles reuse both. */
+ * multiple of 16 and cin at most WINO_FUSED_C. It avoids writing and reading
+ * V and M, which made the separate kernels memory-bound: resnet20's layers
+ * (bench kernels, fwd / bwd) 16 -> 16 channels 3.6-4.4 / 6.7-9.0 -> about
+ * 2.8 / 5.2-7.3 ms, 32 -> 32 1.7 / 3.8-4.0 -> 1.5 / 3.0-3.2, mnist-cnn's
+ * 32 -> 64 8.9 / 22.9 -> 6.6 / 16.6 ms. */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
-    return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && kout % 16 == 0 && cin <= 16 && kout <= 16;
+    return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C;
 }
 
 /* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act) */
@@ -81,7 +91,7 @@ static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem V, cl_me
     int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
     cl_kernel k = wk(m, L)->fused;
     ct_kargs(k, y, V ? V : y, V != NULL, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T);
-    size_t gws = (size_t)T, lws = 16;
+    size_t gws = (size_t)(T + WINO_FT - 1) / WINO_FT, lws = 1;
     ct_cl_run(m->cl, k, "wino_fused", 1, &gws, &lws);
 }
 
