@@ -50,16 +50,16 @@ cp "$db" "$tmp/good"
 # --- a conv line changes how a layer runs under --conv auto: mnist-cnn's 3x3
 # layer 26x26x32->64 at batch 8 is Winograd F(4x4, 3x3) by the shipped rule ---
 cprobe=("$bin" bench probe --model mnist-cnn --batch-size 8)
-wino_launches() { CLTRAIN_DEBUG=2 timeout 120 "${cprobe[@]}" "$@" 2>&1 >/dev/null | grep -c 'wino_in'; }
+wino_launches() { CLTRAIN_DEBUG=2 timeout 120 "${cprobe[@]}" "$@" 2>&1 >/dev/null | grep -cE '\] wino_(in|fused) '; }
 before=$(wino_launches)
 head -n -1 "$tmp/good" >"$db"
 echo "conv 8 26 26 32 64 0 im2col" >>"$db"
 echo "end $(grep -c -E '^(shape|conv) ' "$db")" >>"$db"
 after=$(wino_launches) forced=$(wino_launches --conv winograd4)
 if [[ $before -gt 0 && $after -eq 0 && $forced -gt 0 ]]; then
-  ok "a conv line makes the layer run im2col under --conv auto (wino_in launches $before -> $after; --conv winograd4 overrides it: $forced)"
+  ok "a conv line makes the layer run im2col under --conv auto (Winograd input-transform launches $before -> $after; --conv winograd4 overrides it: $forced)"
 else
-  notok "conv line used" "wino_in launches: rule $before, with the line $after (want 0), --conv winograd4 $forced"
+  notok "conv line used" "Winograd input-transform launches: rule $before, with the line $after (want 0), --conv winograd4 $forced"
 fi
 cp "$db" "$tmp/goodconv"
 
