@@ -316,17 +316,18 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
 
 #if WINO_M == 4 && defined(WINO_FUSED)
 /* The whole F(4x4, 3x3) convolution of FT tiles in one work-item, for a CPU:
- * V = B^T d B of every input channel into private memory (and, with keep,
- * to V as wino_in writes it, for the weight gradient); then for each 16*FNV
+ * V = B^T d B of every input channel into private memory; then for each 16*FNV
  * output channels the 36 products M[xi] (FT tiles x 16*FNV) = V[xi] U[xi]
  * as a register-tiled GEMM (FT broadcasts and FNV vector loads per FT*FNV
  * multiply-adds) into private memory, and Y = A^T M A (+ bias, ReLU if act)
- * from there. Nothing goes through global memory but x, U (from the cache),
- * y and the kept V: the separate kernels write V and M (2.25x the
- * activations each) and read them back, and on a CPU that traffic, not the
- * multiplies, set their speed. C <= WINO_FUSED_C, K a multiple of 16; the
- * same as wino_in + the GEMMs + wino_out in another rounding order. Built
- * for CPUs only (-DWINO_FUSED, src/nn/layers/conv.c): a GPU would hold the
+ * from there. Nothing goes through global memory but x, U (from the cache)
+ * and y: the separate kernels write V and M (2.25x the activations each) and
+ * read them back, and on a CPU that traffic, not the multiplies, set their
+ * speed. (Writing V out as well, for the weight gradient, cost more here
+ * than wino_in recomputing it there: 36 store streams beside the private
+ * tiles, 4.5 ms for mnist-cnn's 21 MB.) C <= WINO_FUSED_C, K a multiple of
+ * 16; the same as wino_in + the GEMMs + wino_out in another rounding order.
+ * Built for CPUs only (-DWINO_FUSED, src/nn/layers/conv.c): a GPU would hold the
  * tiles' V, up to 72 KiB per work-item, in slow memory.
  * gws = (ceil(T / FT)), U [36][C][K]. */
 #ifndef WINO_FUSED_C
@@ -341,26 +342,41 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
 #define PST16(val, p) vstore16((val), 0, (p))
 #define PST8(val, p) vstore8((val), 0, (p))
 #define PST1(val, p) (*(p) = (val))
+/* the input transform of one tile as wino_in's F(4x4) does it (two rows of
+ * the column pass at a time, the same operations), into vf */
+#define FIN_ROW(VST, r, uu)                                                                              \
+    T_IN(vv, uu);                                                                                        \
+    _Pragma("unroll") for (int j = 0; j < WN; j++) VST(vv[j], vf + (WN * (r) + j) * C + c);
 #define FUSED_IN(VT, LD, VST, VW)                                                                        \
     for (; c + VW <= C; c += VW) {                                                                       \
-        VT d[WN][WN], tv[WN][WN];                                                                        \
-        for (int i = 0; i < WN; i++)                                                                     \
-            for (int j = 0; j < WN; j++)                                                                 \
-                d[i][j] = rok[i] && cok[j] ? LD(x + (((size_t)b * H + y0 + i) * W + x0 + j) * C + c) : (VT)(0.0f); \
-        T2D(VT, T_IN, WN, WN, tv, d);                                                                    \
-        for (int i = 0; i < WN * WN; i++) VST(tv[i / WN][i % WN], vf + i * C + c);                       \
-        if (keep)                                                                                        \
-            for (int i = 0; i < WN * WN; i++) VST(tv[i / WN][i % WN], V + i * TC + o + c);               \
+        __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
+        VT u[WN], w[WN], vv[WN];                                                                         \
+        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
+            u[j] = 4.0f * RX(VT, LD, 0, j) - 5.0f * RX(VT, LD, 2, j) + RX(VT, LD, 4, j);                 \
+            w[j] = 4.0f * RX(VT, LD, 1, j) - 5.0f * RX(VT, LD, 3, j) + RX(VT, LD, 5, j);                 \
+        }                                                                                                \
+        FIN_ROW(VST, 0, u) FIN_ROW(VST, 5, w)                                                            \
+        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
+            const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
+            u[j] = (d3 + d4) - 4.0f * (d1 + d2);                                                         \
+            w[j] = (d4 - d3) + 4.0f * (d1 - d2);                                                         \
+        }                                                                                                \
+        FIN_ROW(VST, 1, u) FIN_ROW(VST, 2, w)                                                            \
+        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
+            const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
+            u[j] = (d4 - d2) + 2.0f * (d3 - d1);                                                         \
+            w[j] = (d4 - d2) - 2.0f * (d3 - d1);                                                         \
+        }                                                                                                \
+        FIN_ROW(VST, 3, u) FIN_ROW(VST, 4, w)                                                            \
     }
 #define MP(i, j) mp[WN * (i) + (j)][f][nv]
-__kernel void wino_fused(__global float *y, __global float *V, const int keep, __global const float *x,
-                         __global const float *U, __global const float *bias, const int boff, const int has_bias,
-                         const int act, const int H, const int W, const int C, const int pad, const int OH,
-                         const int OW, const int K, const int TH, const int TW, const int T) {
+__kernel void wino_fused(__global float *y, __global const float *x, __global const float *U,
+                         __global const float *bias, const int boff, const int has_bias, const int act, const int H,
+                         const int W, const int C, const int pad, const int OH, const int OW, const int K,
+                         const int TH, const int TW, const int T) {
     const int t0 = (int)get_global_id(0) * FT;
     if (t0 >= T) return;
     const int nt = min(FT, T - t0);
-    const size_t TC = (size_t)T * C;
     float v[FT][WN * WN * WINO_FUSED_C];
     for (int f = 0; f < FT; f++) {
         float *vf = v[f];
@@ -370,7 +386,6 @@ __kernel void wino_fused(__global float *y, __global float *V, const int keep, _
         }
         TILE_OF(t0 + f);
         const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
-        const size_t o = (size_t)(t0 + f) * C;
         bool rok[WN], cok[WN];
         for (int i = 0; i < WN; i++) {
             rok[i] = y0 + i >= 0 && y0 + i < H;

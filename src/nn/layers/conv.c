@@ -86,11 +86,11 @@ static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
 }
 
 /* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act) */
-static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem V, cl_mem x, int has_bias, int act, int H, int W,
-                       int cin, int pad, int OH, int OW, int kout, int B) {
+static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem x, int has_bias, int act, int H, int W, int cin,
+                       int pad, int OH, int OW, int kout, int B) {
     int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
     cl_kernel k = wk(m, L)->fused;
-    ct_kargs(k, y, V ? V : y, V != NULL, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T);
+    ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T);
     size_t gws = (size_t)(T + WINO_FT - 1) / WINO_FT, lws = 1;
     ct_cl_run(m->cl, k, "wino_fused", 1, &gws, &lws);
 }
@@ -147,7 +147,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     int rc;
     if ((rc = wino_build(m, L))) return rc;
     size_t keep = P * T * C * sizeof(float);
-    if (n->kept + keep <= KEEP_BYTES) {
+    if (!fused(m, L, L->ic, L->oc) && n->kept + keep <= KEEP_BYTES) { /* a fused forward makes no V */
         char what[64];
         snprintf(what, sizeof what, "layer %d Winograd input tiles", (int)(L - m->layers));
         if ((rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what))) return rc;
@@ -196,7 +196,7 @@ static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     cl_mem V = L->fwd_keep ? L->fwd_keep : m->ws;
     wino_weights(m, L, 0);
     if (fused(m, L, L->ic, L->oc)) {
-        wino_fused(m, L, L->out, L->fwd_keep, x, 1, L->act, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B);
+        wino_fused(m, L, L->out, x, 1, L->act, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B);
         return;
     }
     wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
@@ -223,7 +223,7 @@ static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, i
     if (!L->dx) return;
     wino_weights(m, L, 1);
     if (fused(m, L, K, C)) {
-        wino_fused(m, L, L->dx, NULL, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B);
+        wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B);
         return;
     }
     wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
