@@ -339,7 +339,9 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
 #ifndef FNV
 #define FNV 1
 #endif
-#define PST16(val, p) vstore16((val), 0, (p))
+/* 16 floats at p, which is 64-byte aligned in wino_fused's private tiles
+ * (a vstore16 there was split into three stores) */
+#define PST16(val, p) (*(float16 *)(p) = (val))
 #define PST8(val, p) vstore8((val), 0, (p))
 #define PST1(val, p) (*(p) = (val))
 /* the input transform of one tile as wino_in's F(4x4) does it (two rows of
@@ -369,6 +371,8 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
         }                                                                                                \
         FIN_ROW(VST, 3, u) FIN_ROW(VST, 4, w)                                                            \
     }
+/* y's rows are 64-byte aligned here (K a multiple of 16): one store, not vstore16's three */
+#define GST16(val, p) (*(__global float16 *)(p) = (val))
 #define MP(i, j) mp[WN * (i) + (j)][f][nv]
 __kernel void wino_fused(__global float *y, __global const float *x, __global const float *U,
                          __global const float *bias, const int boff, const int has_bias, const int act, const int H,
@@ -377,7 +381,7 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
     const int t0 = (int)get_global_id(0) * FT;
     if (t0 >= T) return;
     const int nt = min(FT, T - t0);
-    float v[FT][WN * WN * WINO_FUSED_C];
+    float v[FT][WN * WN * WINO_FUSED_C] __attribute__((aligned(64)));
     for (int f = 0; f < FT; f++) {
         float *vf = v[f];
         if (f >= nt) {
@@ -427,15 +431,15 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
                     u[j] = MP(0, j) + p + q;
                     w[j] = p + 4.0f * q;
                 }
-                T_OUT(e, u); OUT_ROW(float16, ST16, 0, e)
-                T_OUT(e, w); OUT_ROW(float16, ST16, 2, e)
+                T_OUT(e, u); OUT_ROW(float16, GST16, 0, e)
+                T_OUT(e, w); OUT_ROW(float16, GST16, 2, e)
                 _Pragma("unroll") for (int j = 0; j < WN; j++) {
                     const float16 p = MP(1, j) - MP(2, j), q = MP(3, j) - MP(4, j);
                     u[j] = p + 2.0f * q;
                     w[j] = p + 8.0f * q + MP(5, j);
                 }
-                T_OUT(e, u); OUT_ROW(float16, ST16, 1, e)
-                T_OUT(e, w); OUT_ROW(float16, ST16, 3, e)
+                T_OUT(e, u); OUT_ROW(float16, GST16, 1, e)
+                T_OUT(e, w); OUT_ROW(float16, GST16, 3, e)
             }
         }
     }
