@@ -289,17 +289,35 @@ __kernel void wino_out(__global float *y, __global const float *M, __global cons
     }
 #endif
 
-/* gws = (T): Z = A dY A^T of one output tile of dy (positions past OH x OW are 0) */
-__kernel void wino_dy(__global float *Z, __global const float *dy, const int OH, const int OW, const int K,
-                      const int TH, const int TW, const int T) {
+/* gws = (T): Z = A dY A^T of one output tile of dy (positions past OH x OW
+ * are 0), and bsum[bsoff + t*K + k], the tile's sum of dy (the bias gradient's share
+ * of the tile, read from the cache: the bias gradient then sums T rows, not
+ * 16 times as many) */
+__kernel void wino_dy(__global float *Z, __global float *bsum, const int bsoff, __global const float *dy, const int OH,
+                      const int OW, const int K, const int TH, const int TW, const int T) {
     const int t = (int)get_global_id(0);
     if (t >= T) return;
+    bsum += bsoff;
     TILE_OF(t);
     const size_t TK = (size_t)T * K, o = (size_t)t * K;
     int k = 0;
     WIDE(WINO_DY)
     WINO_DY(float8, LD8, ST8, 8)
     WINO_DY(float, LD1, ST1, 1)
+    const int ni = min(WINO_M, OH - WINO_M * th), nj = min(WINO_M, OW - WINO_M * tw);
+    __global const float *pg = dy + (((size_t)b * OH + WINO_M * th) * OW + WINO_M * tw) * K;
+    for (k = 0; k + 16 <= K; k += 16) {
+        float16 s = (float16)(0.0f);
+        for (int i = 0; i < ni; i++)
+            for (int j = 0; j < nj; j++) s += vload16(0, pg + ((size_t)i * OW + j) * K + k);
+        vstore16(s, 0, bsum + o + k);
+    }
+    for (; k < K; k++) {
+        float s = 0.0f;
+        for (int i = 0; i < ni; i++)
+            for (int j = 0; j < nj; j++) s += pg[((size_t)i * OW + j) * K + k];
+        bsum[o + k] = s;
+    }
 }
 
 /* gws = (K, C): grads[woff + ((a*3 + b)*C + c)*K + k] += (G^T dU G)[a][b] */

@@ -137,7 +137,8 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     }
     /* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
-    size_t w1 = P * max2(T * C, T2 * K), w2 = P * max2(T * K, T2 * C), w3 = P * C * K;
+    /* ws2 also holds wino_dy's per-tile sums of dy (T x K) after Z */
+    size_t w1 = P * max2(T * C, T2 * K), w2 = max2(P * T * K + T * K, P * T2 * C), w3 = P * C * K;
     if (w1 > n->ws) n->ws = w1;
     if (w2 > n->ws2) n->ws2 = w2;
     if (w3 > n->ws3) n->ws3 = w3;
@@ -153,7 +154,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
         if ((rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what))) return rc;
         n->kept += keep;
     }
-    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, (int)rows))) return rc;    /* bias gradient */
+    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, (int)T))) return rc;       /* bias gradient, from the tile sums */
     int np = wn2(L); /* each a batch of n*n products, one launch */
     if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 0, 0, (int)T, L->oc, L->ic))) return rc;  /* forward */
     if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 1, 0, L->ic, L->oc, (int)T))) return rc;  /* weight gradient */
@@ -212,9 +213,11 @@ static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, i
     const struct ct_wino_kernels *w = wk(m, L);
     cl_mem V = L->fwd_keep;
     if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
-    ct_kargs(w->dy, m->ws2, dy, L->oh, L->ow, K, TH, TW, T);
+    size_t zs = (size_t)wn2(L) * T * K; /* the tile sums of dy follow Z in ws2 */
+    ct_kargs(w->dy, m->ws2, m->ws2, (int)zs, dy, L->oh, L->ow, K, TH, TW, T);
     size_t gws = (size_t)T;
     ct_cl_run(m->cl, w->dy, "wino_dy", 1, &gws, &tile_lws);
+    ct_gemm_run(&m->gemm, 1, 0, 1, K, T, 1.0f, m->ones, 0, 1, m->ws2, zs, K, 1.0f, m->grads, L->b_off, K, NULL, 0, 0);
     ct_gemm_run_batched(&m->gemm, wn2(L), 1, C, K, T, 1.0f, V, 0, C, (size_t)T * C, m->ws2, 0, K, (size_t)T * K, 0.0f,
                         m->ws3, 0, K, (size_t)C * K);
     ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws3, C, K);
@@ -257,11 +260,11 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
-    ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
-    if (L->wino) {
+    if (L->wino) { /* the bias gradient from wino_dy's tile sums */
         wino_backward(m, L, x, dy, B);
         return;
     }
+    ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
     cl_mem col = L->fwd_keep ? L->fwd_keep : run_im2col(m, L, x, B); /* kept: the last forward's */
     ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, col, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
     if (!L->dx) return;
