@@ -126,6 +126,14 @@ static const char *cfg_identity =
     "[net]\nheight=9\nwidth=7\nchannels=2\nclasses=3\n[conv]\nfilters=5\nsize=1\n[conv]\nfilters=5\nsize=3\npad=1\n"
     "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n";
 
+/* both again with channel counts that are multiples of 16: a CPU's 16-wide paths in shortcut.cl */
+static const char *cfg_wide =
+    "[net]\nheight=9\nwidth=9\nchannels=2\nclasses=3\n[conv]\nfilters=16\nsize=1\n[conv]\nfilters=32\nsize=3\nstride=2\n"
+    "pad=1\n[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n";
+static const char *cfg_wide_identity =
+    "[net]\nheight=9\nwidth=7\nchannels=2\nclasses=3\n[conv]\nfilters=32\nsize=1\n[conv]\nfilters=32\nsize=3\npad=1\n"
+    "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n";
+
 /* Layer 1's backward with the shortcut (layer 2, from layer 0) cut off and then
  * routed: own gets layer 1's gradient of layer 0's output plus the shortcut's
  * reference share ds, both what the device wrote with the share added.
@@ -195,6 +203,8 @@ static void test_device(void **state) {
     CT_NEED_CL();
     check_device(cfg, 2);
     check_device(cfg_identity, 1);
+    check_device(cfg_wide, 2);
+    check_device(cfg_wide_identity, 1);
 }
 
 /* Layer 2, a projecting shortcut from layer 0 over layer 1, against the
