@@ -108,28 +108,33 @@
  * bits, 1.1-1.7x faster on PoCL (wino_in, wino_out, wino_dy). */
 #define RX(VT, LD, i, j) (rok[i] && cok[j] ? LD(px + ((size_t)(i) * W + (j)) * C) : (VT)(0.0f))
 #define IN_ROW(ST, r, u) T_IN(v, u); _Pragma("unroll") for (int j = 0; j < WN; j++) ST(v[j], pv + (WN * (r) + j) * TC);
+/* the three passes of the column transform, each making two rows that
+ * ROW(ST, r, row) turns and stores (wino_in and wino_fused, which store them
+ * to different places) */
+#define IN_PASSES(VT, LD, ROW, ST)                                                                       \
+    _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
+        u[j] = 4.0f * RX(VT, LD, 0, j) - 5.0f * RX(VT, LD, 2, j) + RX(VT, LD, 4, j);                     \
+        w[j] = 4.0f * RX(VT, LD, 1, j) - 5.0f * RX(VT, LD, 3, j) + RX(VT, LD, 5, j);                     \
+    }                                                                                                    \
+    ROW(ST, 0, u) ROW(ST, 5, w)                                                                          \
+    _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
+        const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
+        u[j] = (d3 + d4) - 4.0f * (d1 + d2);                                                             \
+        w[j] = (d4 - d3) + 4.0f * (d1 - d2);                                                             \
+    }                                                                                                    \
+    ROW(ST, 1, u) ROW(ST, 2, w)                                                                          \
+    _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
+        const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
+        u[j] = (d4 - d2) + 2.0f * (d3 - d1);                                                             \
+        w[j] = (d4 - d2) - 2.0f * (d3 - d1);                                                             \
+    }                                                                                                    \
+    ROW(ST, 3, u) ROW(ST, 4, w)
 #define WINO_IN(VT, LD, ST, VW)                                                                          \
     for (; c + VW <= C; c += VW) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
         __global float *pv = V + o + c;                                                                  \
         VT u[WN], w[WN], v[WN];                                                                          \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            u[j] = 4.0f * RX(VT, LD, 0, j) - 5.0f * RX(VT, LD, 2, j) + RX(VT, LD, 4, j);                 \
-            w[j] = 4.0f * RX(VT, LD, 1, j) - 5.0f * RX(VT, LD, 3, j) + RX(VT, LD, 5, j);                 \
-        }                                                                                                \
-        IN_ROW(ST, 0, u) IN_ROW(ST, 5, w)                                                                \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
-            u[j] = (d3 + d4) - 4.0f * (d1 + d2);                                                         \
-            w[j] = (d4 - d3) + 4.0f * (d1 - d2);                                                         \
-        }                                                                                                \
-        IN_ROW(ST, 1, u) IN_ROW(ST, 2, w)                                                                \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
-            u[j] = (d4 - d2) + 2.0f * (d3 - d1);                                                         \
-            w[j] = (d4 - d2) - 2.0f * (d3 - d1);                                                         \
-        }                                                                                                \
-        IN_ROW(ST, 3, u) IN_ROW(ST, 4, w)                                                                \
+        IN_PASSES(VT, LD, IN_ROW, ST)                                                                    \
     }
 #else
 #define WINO_IN(VT, LD, ST, VW)                                                                          \
@@ -371,23 +376,7 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
     for (; c + VW <= C; c += VW) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
         VT u[WN], w[WN], vv[WN];                                                                         \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            u[j] = 4.0f * RX(VT, LD, 0, j) - 5.0f * RX(VT, LD, 2, j) + RX(VT, LD, 4, j);                 \
-            w[j] = 4.0f * RX(VT, LD, 1, j) - 5.0f * RX(VT, LD, 3, j) + RX(VT, LD, 5, j);                 \
-        }                                                                                                \
-        FIN_ROW(VST, 0, u) FIN_ROW(VST, 5, w)                                                            \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
-            u[j] = (d3 + d4) - 4.0f * (d1 + d2);                                                         \
-            w[j] = (d4 - d3) + 4.0f * (d1 - d2);                                                         \
-        }                                                                                                \
-        FIN_ROW(VST, 1, u) FIN_ROW(VST, 2, w)                                                            \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
-            u[j] = (d4 - d2) + 2.0f * (d3 - d1);                                                         \
-            w[j] = (d4 - d2) - 2.0f * (d3 - d1);                                                         \
-        }                                                                                                \
-        FIN_ROW(VST, 3, u) FIN_ROW(VST, 4, w)                                                            \
+        IN_PASSES(VT, LD, FIN_ROW, VST)                                                                  \
     }
 /* y's rows are 64-byte aligned here (K a multiple of 16): one store, not vstore16's three */
 #define GST16(val, p) (*(__global float16 *)(p) = (val))
