@@ -255,29 +255,33 @@ __kernel void wino_out(__global float *y, __global const float *M, __global cons
 #define GX(VT, LD, i, j)                                                                                 \
     (WINO_M * th + (i) < OH && WINO_M * tw + (j) < OW ? LD(pg + ((size_t)(i) * OW + (j)) * K) : (VT)(0.0f))
 #define DY_ROW(ST, r, u) T_DY(z, u); _Pragma("unroll") for (int j = 0; j < WN; j++) ST(z[j], pz + (WN * (r) + j) * TK);
+/* the three passes of A dY A^T's column transform, each making two rows that
+ * ROW(ST, r, row) turns and stores (wino_dy and wino_dw_fused) */
+#define DY_PASSES(VT, LD, ROW, ST)                                                                       \
+    _Pragma("unroll") for (int j = 0; j < WINO_M; j++) {                                                 \
+        u[j] = GX(VT, LD, 0, j);                                                                         \
+        w[j] = GX(VT, LD, 3, j);                                                                         \
+    }                                                                                                    \
+    ROW(ST, 0, u) ROW(ST, 5, w)                                                                          \
+    _Pragma("unroll") for (int j = 0; j < WINO_M; j++) {                                                 \
+        const VT p = GX(VT, LD, 0, j) + GX(VT, LD, 2, j), q = GX(VT, LD, 1, j) + GX(VT, LD, 3, j);       \
+        u[j] = p + q;                                                                                    \
+        w[j] = p - q;                                                                                    \
+    }                                                                                                    \
+    ROW(ST, 1, u) ROW(ST, 2, w)                                                                          \
+    _Pragma("unroll") for (int j = 0; j < WINO_M; j++) {                                                 \
+        const VT p = GX(VT, LD, 0, j) + 4.0f * GX(VT, LD, 2, j);                                         \
+        const VT q = 2.0f * GX(VT, LD, 1, j) + 8.0f * GX(VT, LD, 3, j);                                  \
+        u[j] = p + q;                                                                                    \
+        w[j] = p - q;                                                                                    \
+    }                                                                                                    \
+    ROW(ST, 3, u) ROW(ST, 4, w)
 #define WINO_DY(VT, LD, ST, VW)                                                                          \
     for (; k + VW <= K; k += VW) {                                                                       \
         __global const float *pg = dy + (((size_t)b * OH + WINO_M * th) * OW + WINO_M * tw) * K + k;     \
         __global float *pz = Z + o + k;                                                                  \
         VT u[WINO_M], w[WINO_M], z[WN];                                                                  \
-        _Pragma("unroll") for (int j = 0; j < WINO_M; j++) {                                             \
-            u[j] = GX(VT, LD, 0, j);                                                                     \
-            w[j] = GX(VT, LD, 3, j);                                                                     \
-        }                                                                                                \
-        DY_ROW(ST, 0, u) DY_ROW(ST, 5, w)                                                                \
-        _Pragma("unroll") for (int j = 0; j < WINO_M; j++) {                                             \
-            const VT p = GX(VT, LD, 0, j) + GX(VT, LD, 2, j), q = GX(VT, LD, 1, j) + GX(VT, LD, 3, j);   \
-            u[j] = p + q;                                                                                \
-            w[j] = p - q;                                                                                \
-        }                                                                                                \
-        DY_ROW(ST, 1, u) DY_ROW(ST, 2, w)                                                                \
-        _Pragma("unroll") for (int j = 0; j < WINO_M; j++) {                                             \
-            const VT p = GX(VT, LD, 0, j) + 4.0f * GX(VT, LD, 2, j);                                     \
-            const VT q = 2.0f * GX(VT, LD, 1, j) + 8.0f * GX(VT, LD, 3, j);                              \
-            u[j] = p + q;                                                                                \
-            w[j] = p - q;                                                                                \
-        }                                                                                                \
-        DY_ROW(ST, 3, u) DY_ROW(ST, 4, w)                                                                \
+        DY_PASSES(VT, LD, DY_ROW, ST)                                                                    \
     }
 #else
 #define WINO_DY(VT, LD, ST, VW)                                                                          \
@@ -325,13 +329,19 @@ __kernel void wino_dy(__global float *Z, __global float *bsum, const int bsoff, 
     }
 }
 
-/* gws = (K, C): grads[woff + ((a*3 + b)*C + c)*K + k] += (G^T dU G)[a][b] */
-__kernel void wino_dw(__global float *grads, const int woff, __global const float *dU, const int C, const int K) {
+/* gws = (K, C): grads[woff + ((a*3 + b)*C + c)*K + k] += (G^T dU G)[a][b],
+ * dU the sum of S partials [S][n*n][C][K] (wino_dw_fused's; 1: the GEMMs') */
+__kernel void wino_dw(__global float *grads, const int woff, __global const float *dU, const int C, const int K,
+                      const int S) {
     const int k = (int)get_global_id(0), c = (int)get_global_id(1);
     if (k >= K || c >= C) return;
     const size_t CK = (size_t)C * K, o = (size_t)c * K + k;
     float u[WN][WN], d[3][3];
-    for (int i = 0; i < WN * WN; i++) u[i / WN][i % WN] = dU[i * CK + o];
+    for (int i = 0; i < WN * WN; i++) {
+        float v = 0.0f;
+        for (int p = 0; p < S; p++) v += dU[((size_t)p * WN * WN + i) * CK + o];
+        u[i / WN][i % WN] = v;
+    }
     T2D(float, T_DW, WN, 3, d, u);
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++) grads[woff + ((size_t)(a * 3 + b) * C + c) * K + k] += d[a][b];
@@ -362,9 +372,9 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
 #ifndef FNV
 #define FNV 1
 #endif
-/* 16 floats at p, which is 64-byte aligned in wino_fused's private tiles
- * (a vstore16 there was split into three stores) */
-#define PST16(val, p) (*(float16 *)(p) = (val))
+/* 16 floats at p into a private tile: one aligned store when C is a multiple
+ * of 16 (the tiles are 64-byte aligned; vstore16 was split into three) */
+#define PST16(val, p) ((C & 15) == 0 ? (void)(*(float16 *)(p) = (val)) : vstore16((val), 0, (p)))
 #define PST8(val, p) vstore8((val), 0, (p))
 #define PST1(val, p) (*(p) = (val))
 /* the input transform of one tile as wino_in's F(4x4) does it (two rows of
@@ -450,5 +460,81 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
             }
         }
     }
+}
+
+/* The weight gradient of F(4x4, 3x3) for few channels (C, K <= WINO_DWF_C,
+ * K a multiple of 16), without V or Z in memory: work-item s takes the
+ * tiles [s*per, min(T, (s+1)*per)), FT at a time: V = B^T d B of x and
+ * Z = A dY A^T of dy into private memory (zeros for tiles past the end),
+ * then for each point xi, input channel c and 16 outputs the FT products
+ * V[f][xi][c] Z[f][xi][k..k+16] summed in registers and added to its
+ * private dU[xi][c][k]. It writes dU to P[s] ([36][C][K]) and its tiles'
+ * sums of dy (the bias gradient's share) to P[S*36*C*K + s*K]; wino_dw sums
+ * the S partials. The separate path writes V and Z (2.25x x and dy) and
+ * reads them back. gws = (S). */
+#ifndef WINO_DWF_C
+#define WINO_DWF_C 32
+#endif
+#define FDY_ROW(ST, r, uu)                                                                               \
+    T_DY(zz, uu);                                                                                        \
+    _Pragma("unroll") for (int j = 0; j < WN; j++) ST(zz[j], zf + (WN * (r) + j) * K + k);
+__kernel void wino_dw_fused(__global float *P, __global const float *x, __global const float *dy, const int H,
+                            const int W, const int C, const int pad, const int OH, const int OW, const int K,
+                            const int TH, const int TW, const int T, const int per, const int S) {
+    const int s = (int)get_global_id(0);
+    if (s >= S) return;
+    const int t_lo = s * per, t_hi = min(T, t_lo + per);
+    float du[WN * WN * WINO_DWF_C * WINO_DWF_C] __attribute__((aligned(64)));
+    float vt[FT][WN * WN * WINO_DWF_C] __attribute__((aligned(64)));
+    float zt[FT][WN * WN * WINO_DWF_C] __attribute__((aligned(64)));
+    float16 bs[WINO_DWF_C / 16];
+    for (int i = 0; i < WN * WN * C * K; i++) du[i] = 0.0f;
+    for (int i = 0; i < K / 16; i++) bs[i] = (float16)(0.0f);
+    for (int t0 = t_lo; t0 < t_hi; t0 += FT) {
+        const int nt = min(FT, t_hi - t0);
+        for (int f = 0; f < FT; f++) {
+            float *vf = vt[f], *zf = zt[f];
+            if (f >= nt) {
+                for (int i = 0; i < WN * WN * C; i++) vf[i] = 0.0f;
+                for (int i = 0; i < WN * WN * K; i++) zf[i] = 0.0f;
+                continue;
+            }
+            TILE_OF(t0 + f);
+            const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
+            bool rok[WN], cok[WN];
+            for (int i = 0; i < WN; i++) {
+                rok[i] = y0 + i >= 0 && y0 + i < H;
+                cok[i] = x0 + i >= 0 && x0 + i < W;
+            }
+            int c = 0;
+            FUSED_IN(float16, LD16, PST16, 16)
+            FUSED_IN(float8, LD8, PST8, 8)
+            FUSED_IN(float, LD1, PST1, 1)
+            const int ni = min(WINO_M, OH - WINO_M * th), nj = min(WINO_M, OW - WINO_M * tw);
+            for (int k = 0; k < K; k += 16) {
+                __global const float *pg = dy + (((size_t)b * OH + WINO_M * th) * OW + WINO_M * tw) * K + k;
+                float16 u[WINO_M], w[WINO_M], zz[WN];
+                DY_PASSES(float16, LD16, FDY_ROW, PST16)
+                float16 sum = (float16)(0.0f);
+                for (int i = 0; i < ni; i++)
+                    for (int j = 0; j < nj; j++) sum += vload16(0, pg + ((size_t)i * OW + j) * K);
+                bs[k / 16] += sum;
+            }
+        }
+        for (int xi = 0; xi < WN * WN; xi++)
+            for (int k = 0; k < K; k += 16) {
+                float16 z[FT];
+                _Pragma("unroll") for (int f = 0; f < FT; f++) z[f] = *(float16 *)(zt[f] + xi * K + k);
+                for (int c = 0; c < C; c++) {
+                    float16 acc = (float16)(0.0f);
+                    _Pragma("unroll") for (int f = 0; f < FT; f++) acc = fma((float16)(vt[f][xi * C + c]), z[f], acc);
+                    float16 *d = (float16 *)(du + (xi * C + c) * K + k);
+                    *d += acc;
+                }
+            }
+    }
+    __global float *out = P + (size_t)s * WN * WN * C * K;
+    for (int i = 0; i < WN * WN * C * K; i += 16) vstore16(*(float16 *)(du + i), 0, out + i);
+    for (int k = 0; k < K; k += 16) vstore16(bs[k / 16], 0, P + (size_t)S * WN * WN * C * K + (size_t)s * K + k);
 }
 #endif

@@ -90,7 +90,7 @@ typedef struct ct_model {
     int n_conv_tuned;
     struct ct_wino_kernels {    /* winograd.cl built for one tile size: [0] F(2x2, 3x3), [1] F(4x4, 3x3) */
         cl_program p;
-        cl_kernel in, w, out, dy, dw, fused; /* fused: F(4x4) only (wino[1]) */
+        cl_kernel in, w, out, dy, dw, fused, dw_fused; /* the fused ones: F(4x4) on a CPU only (wino[1]) */
     } wino[2];
     cl_mem ws2, ws3;            /* Winograd's second and third workspaces (m->ws holds the first) */
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */

@@ -49,7 +49,7 @@ static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { 
  * (its tiles' V in private memory). Tuned on PoCL, AVX-512 (bench kernels,
  * resnet20 and mnist-cnn): 8 tiles x 16 outputs beat 4 x 32, 6 x 32, 4 x 64,
  * 12 x 16 and 16 x 16 by 5-25%. */
-enum { WINO_FT = 8, WINO_FUSED_C = 64 };
+enum { WINO_FT = 8, WINO_FUSED_C = 64, WINO_DWF_C = 32 };
 
 /* winograd.cl for L's tile size, built by the first layer that needs it (a
  * model without Winograd layers, or with one tile size, compiles no more) */
@@ -61,8 +61,8 @@ static int wino_build(ct_model *m, const ct_layer *L) {
     snprintf(opts, sizeof opts, "-DWINO_M=%d%s", L->wino == 4 ? 4 : 2,
              L->wino == 4 && m->cl->is_cpu && m->cl->float_width >= 16 ? " -DWINO_VW=16" : "");
     if (L->wino == 4 && m->cl->is_cpu) /* the fused kernel, for CPUs only (its private tiles) */
-        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DWINO_FUSED -DFT=%d -DWINO_FUSED_C=%d", WINO_FT,
-                 WINO_FUSED_C);
+        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DWINO_FUSED -DFT=%d -DWINO_FUSED_C=%d -DWINO_DWF_C=%d",
+                 WINO_FT, WINO_FUSED_C, WINO_DWF_C);
     int rc = ct_cl_build(m->cl, &w->p, "winograd.cl", opts);
     if (rc) return rc;
     w->in = ct_cl_kernel(w->p, "wino_in");
@@ -70,7 +70,10 @@ static int wino_build(ct_model *m, const ct_layer *L) {
     w->out = ct_cl_kernel(w->p, "wino_out");
     w->dy = ct_cl_kernel(w->p, "wino_dy");
     w->dw = ct_cl_kernel(w->p, "wino_dw");
-    if (L->wino == 4 && m->cl->is_cpu) w->fused = ct_cl_kernel(w->p, "wino_fused");
+    if (L->wino == 4 && m->cl->is_cpu) {
+        w->fused = ct_cl_kernel(w->p, "wino_fused");
+        w->dw_fused = ct_cl_kernel(w->p, "wino_dw_fused");
+    }
     return 0;
 }
 
@@ -83,6 +86,24 @@ static int wino_build(ct_model *m, const ct_layer *L) {
  * 32 -> 64 8.9 / 22.9 -> 6.6 / 16.6 ms. */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
     return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C;
+}
+
+/* Whether L's weight gradient runs as wino_dw_fused: on a CPU, F(4x4), at
+ * most WINO_DWF_C channels in and out (its dU in private memory), the
+ * outputs a multiple of 16. */
+static int dw_fused(const ct_model *m, const ct_layer *L) {
+    return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && L->ic <= WINO_DWF_C && L->oc <= WINO_DWF_C &&
+           L->oc % 16 == 0;
+}
+
+/* wino_dw_fused's work-items for T tiles (a few per compute unit) and the tiles each takes */
+static int dw_splits(const ct_model *m, int T, int *per) {
+    int S = 8 * (int)m->cl->compute_units, groups = (T + WINO_FT - 1) / WINO_FT;
+    if (S > groups) S = groups;
+    if (S < 1) S = 1;
+    int p = (T + S - 1) / S;
+    *per = (p + WINO_FT - 1) / WINO_FT * WINO_FT;
+    return (T + *per - 1) / *per;
 }
 
 /* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act) */
@@ -139,6 +160,10 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
     /* ws2 also holds wino_dy's per-tile sums of dy (T x K) after Z */
     size_t w1 = P * max2(T * C, T2 * K), w2 = max2(P * T * K + T * K, P * T2 * C), w3 = P * C * K;
+    if (dw_fused(m, L)) { /* wino_dw_fused's partial dU and bias sums in ws */
+        int per, S = dw_splits(m, (int)T, &per);
+        w1 = max2(w1, (size_t)S * (P * C * K + K));
+    }
     if (w1 > n->ws) n->ws = w1;
     if (w2 > n->ws2) n->ws2 = w2;
     if (w3 > n->ws3) n->ws3 = w3;
@@ -154,7 +179,8 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
         if ((rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what))) return rc;
         n->kept += keep;
     }
-    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, (int)T))) return rc;       /* bias gradient, from the tile sums */
+    int per, S = dw_splits(m, (int)T, &per);
+    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, dw_fused(m, L) ? S : (int)T))) return rc; /* bias gradient, from tile sums */
     int np = wn2(L); /* each a batch of n*n products, one launch */
     if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 0, 0, (int)T, L->oc, L->ic))) return rc;  /* forward */
     if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 1, 0, L->ic, L->oc, (int)T))) return rc;  /* weight gradient */
@@ -205,10 +231,10 @@ static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     wino_out(m, L, L->out, 1, L->act, L->oh, L->ow, L->oc, B);
 }
 
-/* dW += G^T (sum over tiles of V .* A dY A^T) G (V: the forward's, when
- * kept); dx = the data gradient's Winograd convolution of dy (pad 2 - pad,
- * weights turned, C and K swapped). x is the input of the last forward. */
-static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
+/* The weight gradient through memory: V (kept, or wino_in again), Z = A dY
+ * A^T and the tile sums of dy (wino_dy), the bias gradient from those sums,
+ * dU[xi] = V[xi]^T Z[xi] (36 GEMMs), dW += G^T dU G (wino_dw) */
+static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
     int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
     cl_mem V = L->fwd_keep;
@@ -220,9 +246,30 @@ static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, i
     ct_gemm_run(&m->gemm, 1, 0, 1, K, T, 1.0f, m->ones, 0, 1, m->ws2, zs, K, 1.0f, m->grads, L->b_off, K, NULL, 0, 0);
     ct_gemm_run_batched(&m->gemm, wn2(L), 1, C, K, T, 1.0f, V, 0, C, (size_t)T * C, m->ws2, 0, K, (size_t)T * K, 0.0f,
                         m->ws3, 0, K, (size_t)C * K);
-    ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws3, C, K);
+    ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws3, C, K, 1);
     size_t gw[2] = {(size_t)K, (size_t)C};
     ct_cl_run(m->cl, w->dw, "wino_dw", 2, gw, NULL);
+}
+
+/* dW += G^T (sum over tiles of V .* A dY A^T) G (V: the forward's, when
+ * kept); dx = the data gradient's Winograd convolution of dy (pad 2 - pad,
+ * weights turned, C and K swapped). x is the input of the last forward. */
+static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
+    int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
+    const struct ct_wino_kernels *w = wk(m, L);
+    size_t gw[2] = {(size_t)K, (size_t)C};
+    if (dw_fused(m, L)) { /* partial dU and tile sums of dy into ws, then summed */
+        int per, S = dw_splits(m, T, &per);
+        size_t P = (size_t)wn2(L) * C * K, gs = (size_t)S, one = 1;
+        ct_kargs(w->dw_fused, m->ws, x, dy, L->ih, L->iw, C, L->pad, L->oh, L->ow, K, TH, TW, T, per, S);
+        ct_cl_run(m->cl, w->dw_fused, "wino_dw_fused", 1, &gs, &one);
+        ct_gemm_run(&m->gemm, 1, 0, 1, K, S, 1.0f, m->ones, 0, 1, m->ws, (size_t)S * P, K, 1.0f, m->grads, L->b_off, K, NULL,
+                    0, 0);
+        ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws, C, K, S);
+        ct_cl_run(m->cl, w->dw, "wino_dw", 2, gw, NULL);
+    } else {
+        wino_weight_grad(m, L, x, dy, B);
+    }
     if (!L->dx) return;
     wino_weights(m, L, 1);
     if (fused(m, L, K, C)) {

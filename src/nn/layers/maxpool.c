@@ -1,7 +1,8 @@
 /* nn/layers/maxpool.c: [maxpool]: window size=, stride= (default: size),
  * no padding, floor mode. The forward keeps each maximum's position for the
- * backward, and folds in the backward of a ReLU before it (layer.h). Kernels: kernels/pool.cl (maxpool_fwd/bwd).
- * Reference: src/ref/pool.c; tests: tests/test_layers.c. */
+ * backward, and folds in the backward of a ReLU before it (layer.h).
+ * Kernels: kernels/pool.cl (maxpool_fwd/bwd). Reference: src/ref/pool.c;
+ * tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
 
 static const ct_key keys[] = {CT_KEY(size, CT_KEY_INT, 1, 64), CT_KEY(stride, CT_KEY_INT, 1, 64)};
