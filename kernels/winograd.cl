@@ -388,6 +388,20 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
         VT u[WN], w[WN], vv[WN];                                                                         \
         IN_PASSES(VT, LD, FIN_ROW, VST)                                                                  \
     }
+/* tile t's V for every input channel into vf (16, 8 and 1 at a time);
+ * declares the tile's b, th, tw */
+#define TILE_INTO_VF(t)                                                                                  \
+    TILE_OF(t);                                                                                          \
+    const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;                                            \
+    bool rok[WN], cok[WN];                                                                               \
+    for (int i = 0; i < WN; i++) {                                                                       \
+        rok[i] = y0 + i >= 0 && y0 + i < H;                                                              \
+        cok[i] = x0 + i >= 0 && x0 + i < W;                                                              \
+    }                                                                                                    \
+    int c = 0;                                                                                           \
+    FUSED_IN(float16, LD16, PST16, 16)                                                                   \
+    FUSED_IN(float8, LD8, PST8, 8)                                                                       \
+    FUSED_IN(float, LD1, PST1, 1)
 /* y's rows are 64-byte aligned here (K a multiple of 16): one store, not vstore16's three */
 #define GST16(val, p) (*(__global float16 *)(p) = (val))
 #define MP(i, j) mp[WN * (i) + (j)][f][nv]
@@ -405,17 +419,7 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
             for (int i = 0; i < WN * WN * C; i++) vf[i] = 0.0f;
             continue;
         }
-        TILE_OF(t0 + f);
-        const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
-        bool rok[WN], cok[WN];
-        for (int i = 0; i < WN; i++) {
-            rok[i] = y0 + i >= 0 && y0 + i < H;
-            cok[i] = x0 + i >= 0 && x0 + i < W;
-        }
-        int c = 0;
-        FUSED_IN(float16, LD16, PST16, 16)
-        FUSED_IN(float8, LD8, PST8, 8)
-        FUSED_IN(float, LD1, PST1, 1)
+        TILE_INTO_VF(t0 + f);
     }
     for (int kb = 0; kb < K; kb += 16 * FNV) {
         const int nvs = min(FNV, (K - kb) / 16);
@@ -499,17 +503,7 @@ __kernel void wino_dw_fused(__global float *P, __global const float *x, __global
                 for (int i = 0; i < WN * WN * K; i++) zf[i] = 0.0f;
                 continue;
             }
-            TILE_OF(t0 + f);
-            const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
-            bool rok[WN], cok[WN];
-            for (int i = 0; i < WN; i++) {
-                rok[i] = y0 + i >= 0 && y0 + i < H;
-                cok[i] = x0 + i >= 0 && x0 + i < W;
-            }
-            int c = 0;
-            FUSED_IN(float16, LD16, PST16, 16)
-            FUSED_IN(float8, LD8, PST8, 8)
-            FUSED_IN(float, LD1, PST1, 1)
+            TILE_INTO_VF(t0 + f);
             const int ni = min(WINO_M, OH - WINO_M * th), nj = min(WINO_M, OW - WINO_M * tw);
             for (int k = 0; k < K; k += 16) {
                 __global const float *pg = dy + (((size_t)b * OH + WINO_M * th) * OW + WINO_M * tw) * K + k;
