@@ -80,10 +80,10 @@ static int wino_build(ct_model *m, const ct_layer *L) {
 /* Whether a Winograd convolution from cin to kout channels runs as the one
  * fused kernel (wino_fused, kernels/winograd.cl): on a CPU, F(4x4), kout a
  * multiple of 16 and cin at most WINO_FUSED_C. It avoids writing and reading
- * V and M, which made the separate kernels memory-bound: resnet20's layers
- * (bench kernels, fwd / bwd) 16 -> 16 channels 3.6-4.4 / 6.7-9.0 -> about
- * 2.8 / 5.2-7.3 ms, 32 -> 32 1.7 / 3.8-4.0 -> 1.5 / 3.0-3.2, mnist-cnn's
- * 32 -> 64 8.9 / 22.9 -> 6.6 / 16.6 ms. */
+ * V and M, which made the separate kernels memory-bound (bench kernels,
+ * forward): resnet20's 16 -> 16 layers 3.6-4.4 -> 1.4-1.5 ms, its 32 -> 32
+ * ones 1.7 -> 1.1-1.3, mnist-cnn's 32 -> 64 8.9 -> 4.7 ms. At 128 input
+ * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7). */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
     return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C;
 }
