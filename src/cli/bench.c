@@ -134,34 +134,30 @@ static void limit_col(char *out, size_t n, double gflops, double limit) {
     else snprintf(out, n, "%6s", "-");
 }
 
+typedef struct { ct_model *m; cl_mem dz, y; int n; } relu_arg;
+static void relu_fn(void *p) {
+    relu_arg *a = p;
+    size_t gws = (size_t)a->n;
+    ct_kargs(a->m->k_relu_bwd, a->dz, a->y, a->n);
+    ct_cl_run(a->m->cl, a->m->k_relu_bwd, "relu_bwd", 1, &gws, NULL);
+}
+
 /* The device's memory bandwidth, measured now: relu_bwd over 64 MB of
  * negative y, which reads y and writes dz once each (best of 5, bytes read +
  * written per second). 0 when the buffers do not fit. */
 static double device_bandwidth(ct_model *m, ct_cl *cl) {
-    const int n = 16 << 20;
-    size_t bytes = (size_t)n * sizeof(float);
-    cl_mem dz = NULL, y = NULL;
+    relu_arg a = {m, NULL, NULL, 16 << 20};
+    size_t bytes = (size_t)a.n * sizeof(float);
     double gbs = 0;
-    if (!ct_cl_alloc(cl, &dz, bytes, "bandwidth probe") && !ct_cl_alloc(cl, &y, bytes, "bandwidth probe")) {
+    if (!ct_cl_alloc(cl, &a.dz, bytes, "bandwidth probe") && !ct_cl_alloc(cl, &a.y, bytes, "bandwidth probe")) {
         float neg = -1.0f;
-        CL_CHECK(clEnqueueFillBuffer(cl->queue, y, &neg, sizeof neg, 0, bytes, 0, NULL, NULL));
-        ct_cl_fill0(cl, dz, 0, bytes);
-        double best = 1e30;
-        for (int r = 0; r < 6; r++) {
-            ct_cl_finish(cl);
-            double t0 = ct_now();
-            ct_kargs(m->k_relu_bwd, dz, y, n);
-            size_t gws = (size_t)n;
-            ct_cl_run(cl, m->k_relu_bwd, "relu_bwd", 1, &gws, NULL);
-            ct_cl_finish(cl);
-            double t = ct_now() - t0;
-            if (r && t < best) best = t;
-        }
-        gbs = 2.0 * bytes / best * 1e-9;
+        CL_CHECK(clEnqueueFillBuffer(cl->queue, a.y, &neg, sizeof neg, 0, bytes, 0, NULL, NULL));
+        ct_cl_fill0(cl, a.dz, 0, bytes);
+        gbs = 2.0 * bytes / time_it(cl, relu_fn, &a, 5) * 1e-9;
         printf("memory bandwidth of this device: %.1f GB/s (relu_bwd over 2 x 64 MB, measured now)\n", gbs);
     }
-    ct_cl_release(&dz);
-    ct_cl_release(&y);
+    ct_cl_release(&a.dz);
+    ct_cl_release(&a.y);
     return gbs;
 }
 
