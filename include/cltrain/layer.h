@@ -93,6 +93,10 @@ static inline ct_bn_slices ct_bn_layout(const ct_layer *L) {
 /* shared by the layer files */
 static inline size_t ct_in_size(const ct_layer *L) { return (size_t)L->ih * L->iw * L->ic; }
 static inline size_t ct_out_size(const ct_layer *L) { return (size_t)L->oh * L->ow * L->oc; }
+/* floats per work-item of the per-channel element-wise kernels (bn.cl,
+ * shortcut.cl) over C channels: a CPU moves a pixel's channels 16 at a time
+ * when C allows, a GPU one float per work-item (neighbours read neighbours) */
+static inline int ct_channel_vw(const ct_model *m, int C) { return m->cl->is_cpu && C % 16 == 0 ? 16 : 1; }
 /* the output of layer j, or the network input for j == -1 */
 cl_mem ct_layer_output(const ct_model *m, int j);
 /* He-normal weights, zero biases (stream (seed, 0x1417, i)) */

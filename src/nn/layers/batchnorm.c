@@ -47,7 +47,7 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_bn_slices p = ct_bn_layout(L);
     int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK;
     int offM = (int)p.mean, offV = (int)p.var;
-    int vw = m->cl->is_cpu && C % 16 == 0 ? 16 : 1; /* a CPU: a row's 16 channels per work-item (bn.cl) */
+    int vw = ct_channel_vw(m, C);
     size_t g1 = (size_t)C, ge[2] = {(size_t)(C / vw), (size_t)M};
     if (m->training) {
         reduce(m, L, x, x, M, 0);
@@ -66,7 +66,7 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     ct_bn_slices p = ct_bn_layout(L);
     int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK;
-    int vw = m->cl->is_cpu && C % 16 == 0 ? 16 : 1; /* a CPU: a row's 16 channels per work-item (bn.cl) */
+    int vw = ct_channel_vw(m, C);
     size_t g1 = (size_t)C, ge[2] = {(size_t)(C / vw), (size_t)M};
     reduce(m, L, x, dy, M, 2);
     ct_kargs(m->k_bn_grads, L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)p.gamma, (int)p.beta);

@@ -94,8 +94,8 @@ static void forward_projection(ct_model *m, ct_layer *L, cl_mem x, int B) {
                 L->oc, m->params, L->b_off, L->act);
 }
 
-/* channels per work-item of shortcut.cl: 16 on a CPU when both counts allow */
-static int vec16(const ct_model *m, int C, int SC) { return m->cl->is_cpu && C % 16 == 0 && SC % 16 == 0 ? 16 : 1; }
+/* channels per work-item of shortcut.cl: as for C, when SC allows it too */
+static int vec16(const ct_model *m, int C, int SC) { return SC % 16 ? 1 : ct_channel_vw(m, C); }
 
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
