@@ -160,10 +160,9 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
     /* ws2 also holds wino_dy's per-tile sums of dy (T x K) after Z */
     size_t w1 = P * max2(T * C, T2 * K), w2 = max2(P * T * K + T * K, P * T2 * C), w3 = P * C * K;
-    if (dw_fused(m, L)) { /* wino_dw_fused's partial dU and bias sums in ws */
-        int per, S = dw_splits(m, (int)T, &per);
-        w1 = max2(w1, (size_t)S * (P * C * K + K));
-    }
+    /* a fused weight gradient: its S partial dU and bias sums in ws; the bias gradient sums S rows, else T */
+    int dwf = dw_fused(m, L), per, S = dw_splits(m, (int)T, &per);
+    if (dwf) w1 = max2(w1, (size_t)S * (P * C * K + K));
     if (w1 > n->ws) n->ws = w1;
     if (w2 > n->ws2) n->ws2 = w2;
     if (w3 > n->ws3) n->ws3 = w3;
@@ -179,8 +178,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
         if ((rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what))) return rc;
         n->kept += keep;
     }
-    int per, S = dw_splits(m, (int)T, &per);
-    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, dw_fused(m, L) ? S : (int)T))) return rc; /* bias gradient, from tile sums */
+    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, dwf ? S : (int)T))) return rc; /* bias gradient, from tile sums */
     int np = wn2(L); /* each a batch of n*n products, one launch */
     if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 0, 0, (int)T, L->oc, L->ic))) return rc;  /* forward */
     if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 1, 0, L->ic, L->oc, (int)T))) return rc;  /* weight gradient */
