@@ -205,24 +205,29 @@ __kernel void wino_w(__global float *U, __global const float *w, const int woff,
     }
 #if WINO_M == 4
 #define MX(LD, i, j) LD(M + (WN * (i) + (j)) * TK + o + k)
+/* A^T M A two output rows at a time from X(XA, i, j), the point (i, j) of M,
+ * each row stored by OUT_ROW with ST (wino_out and wino_fused, which read M
+ * from different places) */
+#define OUT_PASSES(VT, X, XA, ST)                                                                        \
+    VT u[WN], w[WN], e[WINO_M];                                                                          \
+    _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
+        const VT p = X(XA, 1, j) + X(XA, 2, j), q = X(XA, 3, j) + X(XA, 4, j);                           \
+        u[j] = X(XA, 0, j) + p + q;                                                                      \
+        w[j] = p + 4.0f * q;                                                                             \
+    }                                                                                                    \
+    T_OUT(e, u); OUT_ROW(VT, ST, 0, e)                                                                   \
+    T_OUT(e, w); OUT_ROW(VT, ST, 2, e)                                                                   \
+    _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
+        const VT p = X(XA, 1, j) - X(XA, 2, j), q = X(XA, 3, j) - X(XA, 4, j);                           \
+        u[j] = p + 2.0f * q;                                                                             \
+        w[j] = p + 8.0f * q + X(XA, 5, j);                                                               \
+    }                                                                                                    \
+    T_OUT(e, u); OUT_ROW(VT, ST, 1, e)                                                                   \
+    T_OUT(e, w); OUT_ROW(VT, ST, 3, e)
 #define WINO_OUT(VT, LD, ST, VW)                                                                         \
     for (; k + VW <= K; k += VW) {                                                                       \
         const VT bk = has_bias ? LD(bias + boff + k) : (VT)(0.0f);                                       \
-        VT u[WN], w[WN], e[WINO_M];                                                                      \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            const VT p = MX(LD, 1, j) + MX(LD, 2, j), q = MX(LD, 3, j) + MX(LD, 4, j);                   \
-            u[j] = MX(LD, 0, j) + p + q;                                                                 \
-            w[j] = p + 4.0f * q;                                                                         \
-        }                                                                                                \
-        T_OUT(e, u); OUT_ROW(VT, ST, 0, e)                                                               \
-        T_OUT(e, w); OUT_ROW(VT, ST, 2, e)                                                               \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            const VT p = MX(LD, 1, j) - MX(LD, 2, j), q = MX(LD, 3, j) - MX(LD, 4, j);                   \
-            u[j] = p + 2.0f * q;                                                                         \
-            w[j] = p + 8.0f * q + MX(LD, 5, j);                                                          \
-        }                                                                                                \
-        T_OUT(e, u); OUT_ROW(VT, ST, 1, e)                                                               \
-        T_OUT(e, w); OUT_ROW(VT, ST, 3, e)                                                               \
+        OUT_PASSES(VT, MX, LD, ST)                                                                       \
     }
 #else
 #define WINO_OUT(VT, LD, ST, VW)                                                                         \
@@ -298,6 +303,15 @@ __kernel void wino_out(__global float *y, __global const float *M, __global cons
     }
 #endif
 
+/* the sum of 16 channels of dy over the ni x nj positions of a tile that
+ * lie inside the output, pg pointing at its first (row stride OW*K) */
+inline float16 tile_sum16(__global const float *pg, const int ni, const int nj, const int OW, const int K) {
+    float16 s = (float16)(0.0f);
+    for (int i = 0; i < ni; i++)
+        for (int j = 0; j < nj; j++) s += vload16(0, pg + ((size_t)i * OW + j) * K);
+    return s;
+}
+
 /* gws = (T): Z = A dY A^T of one output tile of dy (positions past OH x OW
  * are 0), and bsum[bsoff + t*K + k], the tile's sum of dy (the bias gradient's share
  * of the tile, read from the cache: the bias gradient then sums T rows, not
@@ -315,12 +329,7 @@ __kernel void wino_dy(__global float *Z, __global float *bsum, const int bsoff, 
     WINO_DY(float, LD1, ST1, 1)
     const int ni = min(WINO_M, OH - WINO_M * th), nj = min(WINO_M, OW - WINO_M * tw);
     __global const float *pg = dy + (((size_t)b * OH + WINO_M * th) * OW + WINO_M * tw) * K;
-    for (k = 0; k + 16 <= K; k += 16) {
-        float16 s = (float16)(0.0f);
-        for (int i = 0; i < ni; i++)
-            for (int j = 0; j < nj; j++) s += vload16(0, pg + ((size_t)i * OW + j) * K + k);
-        vstore16(s, 0, bsum + o + k);
-    }
+    for (k = 0; k + 16 <= K; k += 16) vstore16(tile_sum16(pg + k, ni, nj, OW, K), 0, bsum + o + k);
     for (; k < K; k++) {
         float s = 0.0f;
         for (int i = 0; i < ni; i++)
@@ -404,7 +413,7 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
     FUSED_IN(float, LD1, PST1, 1)
 /* y's rows are 64-byte aligned here (K a multiple of 16): one store, not vstore16's three */
 #define GST16(val, p) (*(__global float16 *)(p) = (val))
-#define MP(i, j) mp[WN * (i) + (j)][f][nv]
+#define MP(unused, i, j) mp[WN * (i) + (j)][f][nv]
 __kernel void wino_fused(__global float *y, __global const float *x, __global const float *U,
                          __global const float *bias, const int boff, const int has_bias, const int act, const int H,
                          const int W, const int C, const int pad, const int OH, const int OW, const int K,
@@ -446,21 +455,7 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
             for (int nv = 0; nv < nvs; nv++) {
                 const int k = kb + 16 * nv;
                 const float16 bk = has_bias ? vload16(0, bias + boff + k) : (float16)(0.0f);
-                float16 u[WN], w[WN], e[WINO_M];
-                _Pragma("unroll") for (int j = 0; j < WN; j++) {
-                    const float16 p = MP(1, j) + MP(2, j), q = MP(3, j) + MP(4, j);
-                    u[j] = MP(0, j) + p + q;
-                    w[j] = p + 4.0f * q;
-                }
-                T_OUT(e, u); OUT_ROW(float16, GST16, 0, e)
-                T_OUT(e, w); OUT_ROW(float16, GST16, 2, e)
-                _Pragma("unroll") for (int j = 0; j < WN; j++) {
-                    const float16 p = MP(1, j) - MP(2, j), q = MP(3, j) - MP(4, j);
-                    u[j] = p + 2.0f * q;
-                    w[j] = p + 8.0f * q + MP(5, j);
-                }
-                T_OUT(e, u); OUT_ROW(float16, GST16, 1, e)
-                T_OUT(e, w); OUT_ROW(float16, GST16, 3, e)
+                OUT_PASSES(float16, MP, _, GST16)
             }
         }
     }
@@ -509,10 +504,7 @@ __kernel void wino_dw_fused(__global float *P, __global const float *x, __global
                 __global const float *pg = dy + (((size_t)b * OH + WINO_M * th) * OW + WINO_M * tw) * K + k;
                 float16 u[WINO_M], w[WINO_M], zz[WN];
                 DY_PASSES(float16, LD16, FDY_ROW, PST16)
-                float16 sum = (float16)(0.0f);
-                for (int i = 0; i < ni; i++)
-                    for (int j = 0; j < nj; j++) sum += vload16(0, pg + ((size_t)i * OW + j) * K);
-                bs[k / 16] += sum;
+                bs[k / 16] += tile_sum16(pg, ni, nj, OW, K);
             }
         }
         for (int xi = 0; xi < WN * WN; xi++)
