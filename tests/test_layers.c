@@ -98,12 +98,16 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     snprintf(tag + n, sizeof tag - (size_t)n, "%s", L->act ? " relu" : "");
     float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
     const float *W = P + L->w_off, *bias = P + L->b_off;
-    if (L->type == CT_L_CONV)
-        assert_int_equal(L->wino, L->k != 3 || L->stride != 1                                ? 0
+    if (L->type == CT_L_CONV) { /* the --conv rule: direct for <= 32 inputs per output and outputs in 16s */
+        int direct = L->k * L->k * L->ic <= 32 && L->oc % 16 == 0 &&
+                     (m->conv_algo == CT_CONV_DIRECT || (m->conv_algo == CT_CONV_AUTO && g_cl.is_cpu));
+        assert_int_equal(L->direct != 0, direct);
+        assert_int_equal(L->wino, direct || L->k != 3 || L->stride != 1                     ? 0
                                   : m->conv_algo == CT_CONV_WINOGRAD                         ? 2
                                   : m->conv_algo == CT_CONV_WINOGRAD4                        ? 4
                                   : m->conv_algo == CT_CONV_AUTO && g_cl.is_cpu && L->ic >= 8 ? 4
                                                                                              : 0);
+    }
 
     /* forward */
     dev_poison(L->out, nout);
@@ -231,9 +235,9 @@ static const conv_case conv_cases[] = {
 
 /* Each case as layer 1 (after an identity [maxpool], so it has a dx) against
  * the reference; first_layer: also as layer 0 (no dx). Returns how many of
- * the cases ran as Winograd. */
+ * the cases ran as Winograd or as the direct kernel. */
 static int run_conv_cases(const conv_case *cases, size_t n, uint64_t seed, int first_layer) {
-    int wino = 0;
+    int wino = 0, direct = 0;
     for (size_t c = 0; c < n; c++) {
         const conv_case *t = &cases[c];
         char cfg[512];
@@ -246,8 +250,9 @@ static int run_conv_cases(const conv_case *cases, size_t n, uint64_t seed, int f
             run_single(cfg, t->batch, t->B, first ? 0 : 1, seed + c, 1.0f);
         }
         wino += (g_conv_algo == CT_CONV_WINOGRAD || g_conv_algo == CT_CONV_WINOGRAD4) && t->k == 3 && t->s == 1;
+        direct += g_conv_algo == CT_CONV_DIRECT && t->k * t->k * t->C <= 32 && t->K % 16 == 0;
     }
-    return wino;
+    return wino + direct;
 }
 
 static void test_conv(void **state) {
@@ -295,6 +300,37 @@ static void test_conv_winograd(void **state) {
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */
     g_conv_algo = CT_CONV_AUTO;
     run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 500, 0);
+    g_conv_algo = CT_CONV_IM2COL;
+}
+
+/* --conv direct (kernels/conv_direct.cl): the shared cases (those with 16s of
+ * outputs and <= 32 inputs per output through it, the others im2col) and its
+ * own, each also as the first layer: every window size up to 32 inputs,
+ * strides 1-3, pads 0-2, 16-64 outputs (its passes of 1-4 output vectors),
+ * fewer pixels than its weight-gradient strips, a partial batch. Then --conv
+ * auto, whose rule (direct on a CPU) check_layer asserts. */
+static void test_conv_direct(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const conv_case dcases[] = {
+        /* batch B  H   W   C   K  k  s  p relu */
+        {2, 2, 7, 9, 3, 16, 3, 1, 1, 1},   /* RGB 3x3: interior and border windows */
+        {3, 3, 28, 28, 1, 32, 3, 1, 0, 1}, /* mnist-cnn's first layer */
+        {1, 1, 9, 7, 1, 48, 5, 2, 2, 0},   /* 5x5 stride 2, three output vectors */
+        {2, 1, 6, 5, 2, 64, 3, 2, 1, 1},   /* four output vectors, partial batch */
+        {1, 1, 5, 5, 3, 16, 3, 1, 0, 1},   /* 9 pixels: empty strips */
+        {2, 2, 4, 4, 1, 16, 4, 3, 1, 0},   /* 4x4 windows at stride 3 */
+        {5, 5, 9, 9, 3, 32, 1, 1, 0, 1},   /* 1x1 */
+        {1, 1, 8, 8, 2, 16, 4, 1, 2, 1},   /* 32 inputs per output: the most */
+        {2, 2, 6, 6, 4, 16, 3, 1, 1, 1},   /* 36: too many, im2col */
+    };
+    g_conv_algo = CT_CONV_DIRECT;
+    int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 600, 0);
+    n += run_conv_cases(dcases, sizeof dcases / sizeof *dcases, 700, 1);
+    fprintf(stderr, "# --conv direct: %d cases ran as the direct kernel\n", n);
+    assert_int_equal(n, 8);
+    g_conv_algo = CT_CONV_AUTO;
+    run_conv_cases(dcases, sizeof dcases / sizeof *dcases, 800, 1);
     g_conv_algo = CT_CONV_IM2COL;
 }
 
@@ -762,6 +798,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_conv_winograd),
+        cmocka_unit_test(test_conv_direct),
         cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_maxpool_after_relu),

@@ -48,20 +48,30 @@ fi
 cp "$db" "$tmp/good"
 
 # --- a conv line changes how a layer runs under --conv auto: mnist-cnn's 3x3
-# layer 26x26x32->64 at batch 8 is Winograd F(4x4, 3x3) by the shipped rule ---
+# layer 26x26x32->64 at batch 8 is Winograd F(4x4, 3x3) by the shipped rule,
+# its first layer 28x28x1->32 the direct kernel ---
 cprobe=("$bin" bench probe --model mnist-cnn --batch-size 8)
-wino_launches() { CLTRAIN_DEBUG=2 timeout 120 "${cprobe[@]}" "$@" 2>&1 >/dev/null | grep -cE '\] wino_(in|fused) '; }
-before=$(wino_launches)
+launches() { local pat=$1; shift; CLTRAIN_DEBUG=2 timeout 120 "${cprobe[@]}" "$@" 2>&1 >/dev/null | grep -cE "\] ($pat) "; }
+before=$(launches 'wino_(in|fused)') dbefore=$(launches direct_fwd)
 head -n -1 "$tmp/good" >"$db"
 echo "conv 8 26 26 32 64 0 im2col" >>"$db"
+echo "conv 8 28 28 1 32 0 im2col" >>"$db"
 echo "end $(grep -c -E '^(shape|conv) ' "$db")" >>"$db"
-after=$(wino_launches) forced=$(wino_launches --conv winograd4)
-if [[ $before -gt 0 && $after -eq 0 && $forced -gt 0 ]]; then
-  ok "a conv line makes the layer run im2col under --conv auto (Winograd input-transform launches $before -> $after; --conv winograd4 overrides it: $forced)"
+after=$(launches 'wino_(in|fused)') dafter=$(launches direct_fwd) forced=$(launches 'wino_(in|fused)' --conv winograd4)
+if [[ $before -gt 0 && $after -eq 0 && $forced -gt 0 && $dbefore -gt 0 && $dafter -eq 0 ]]; then
+  ok "conv lines make the layers run im2col under --conv auto (Winograd input-transform launches $before -> $after, direct $dbefore -> $dafter; --conv winograd4 overrides it: $forced)"
 else
-  notok "conv line used" "Winograd input-transform launches: rule $before, with the line $after (want 0), --conv winograd4 $forced"
+  notok "conv line used" "Winograd input-transform launches: rule $before, with the line $after (want 0), --conv winograd4 $forced; direct_fwd $dbefore -> $dafter (want 0)"
 fi
 cp "$db" "$tmp/goodconv"
+# a 'direct' line for a shape the direct kernel cannot take (32 inputs x 9) leaves the rule
+sed 's/^conv 8 26 26 32 64 0 im2col$/conv 8 26 26 32 64 0 direct/' "$tmp/goodconv" >"$db"
+n=$(launches 'wino_(in|fused)')
+if [[ $n -eq $before ]]; then
+  ok "a 'direct' line for a layer with 288 inputs per output keeps the rule (Winograd launches $n)"
+else
+  notok "direct line for a shape it does not fit" "Winograd launches $n, want $before"
+fi
 
 # expect_ignored NAME PATTERN: the probe runs (exit 0) and prints one 'ignored' line matching PATTERN
 expect_ignored() {
@@ -88,15 +98,17 @@ sed 's/^device .*/device Some Other GPU/' "$tmp/good" >"$db"; expect_ignored "an
 sed 's/^kernels .*/kernels 0123456789abcdef/' "$tmp/good" >"$db"; expect_ignored "another kernel source's" "written for kernel sources"
 : >"$db"; expect_ignored "empty" "damaged"
 
-# --- the conv search: every 3x3 stride-1 shape timed three ways, the budget kept ---
+# --- the conv search: every 3x3 stride-1 shape timed three ways (and direct where it fits), the budget kept ---
 rm -f "$db"
 start=$(date +%s)
 timeout 300 "$bin" tune --model mnist-cnn --batch-size 8 --budget 30 >"$tmp/out" 2>"$tmp/err"
 rc=$? secs=$(($(date +%s) - start))
 line=$(grep -m1 '^  26x26x32->64 pad 0 (1 layer)' "$tmp/out")
+first=$(grep -m1 '^  28x28x1->32 pad 0 (1 layer)' "$tmp/out")
 if [[ $rc -eq 0 && -f $db && $secs -le 45 ]] && grep -q "^conv search: 2 shapes" "$tmp/out" &&
-   [[ $line == *"im2col "*" ms wino2 "*" ms wino4 "*" ms -> "* ]] && grep -q '^end [0-9]' "$db"; then
-  ok "tune times mnist-cnn's 3x3 layer as im2col, F(2x2) and F(4x4) in $secs s of a 30 s budget:${line#*:}"
+   [[ $line == *"im2col "*" ms wino2 "*" ms wino4 "*" ms -> "* && $line != *direct* ]] &&
+   [[ $first == *" wino4 "*" ms direct "*" ms -> "* ]] && grep -q '^end [0-9]' "$db"; then
+  ok "tune times mnist-cnn's 3x3 layers as im2col, F(2x2) and F(4x4), the first also direct, in $secs s of a 30 s budget:${line#*:};${first#*:}"
 else
   notok "conv search" "exit $rc, $secs s (budget 30)" "$(grep -A2 'conv search' "$tmp/out")" "$(head -3 "$tmp/err")"
 fi

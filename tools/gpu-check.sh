@@ -36,7 +36,7 @@ timeout 200 build/cltrain bench kernels --model cifar-cnn 2>&1 | tee -a "$out/be
 {
   for m in mnist-cnn cifar-cnn; do
     for g in native clblast; do timeout 120 build/cltrain bench train --model $m --steps 50 --gemm $g 2>&1; done
-    for c in winograd winograd4; do timeout 120 build/cltrain bench train --model $m --steps 50 --conv $c 2>&1; done # auto is im2col on a GPU
+    for c in winograd winograd4 direct; do timeout 120 build/cltrain bench train --model $m --steps 50 --conv $c 2>&1; done # auto is im2col on a GPU
   done
   timeout 200 build/cltrain bench train --model vgg16 --size 128 --batch-size 32 --steps 20 2>&1
 } | tee "$out/bench-train.txt"

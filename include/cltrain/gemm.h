@@ -133,7 +133,7 @@ int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int 
 int ct_conv_same_shape(const ct_conv_choice *a, const ct_conv_choice *b);
 /* The conv choice recorded for key's shape, or NULL. */
 const ct_conv_choice *ct_conv_find(const ct_gemm *g, const ct_conv_choice *key);
-/* Record (or replace) a conv shape's choice; CT_EINPUT when the table is full or the tile is not 0, 2 or 4. */
+/* Record (or replace) a conv shape's choice; CT_EINPUT when the table is full or the tile is not 0, 1, 2 or 4. */
 int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c);
 
 /* ---- tuning database (src/nn/tune.c) ----

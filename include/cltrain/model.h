@@ -19,7 +19,7 @@ enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.c
  * fewer, its GEMMs are too thin to pay for the transforms: cifar-cnn's first
  * layer, 3 channels, ran 2.4x slower); on other devices im2col until
  * Winograd is measured there (tools/gpu-check.sh times both). */
-enum { CT_CONV_IM2COL = 0, CT_CONV_WINOGRAD = 1, CT_CONV_AUTO = 2, CT_CONV_WINOGRAD4 = 3 };
+enum { CT_CONV_IM2COL = 0, CT_CONV_WINOGRAD = 1, CT_CONV_AUTO = 2, CT_CONV_WINOGRAD4 = 3, CT_CONV_DIRECT = 4 };
 /* the output tile side m of the layer's Winograd F(m x m, 3x3), or 0: im2col */
 static inline int ct_conv_wino_tile(int algo, int k, int stride, int ic, int is_cpu) {
     if (k != 3 || stride != 1) return 0;
@@ -27,12 +27,26 @@ static inline int ct_conv_wino_tile(int algo, int k, int stride, int ic, int is_
     if (algo == CT_CONV_WINOGRAD4 || (algo == CT_CONV_AUTO && is_cpu && ic >= 8)) return 4;
     return 0;
 }
+/* The direct kernel (kernels/conv_direct.cl) takes a convolution of any size
+ * and stride with at most 32 inputs per output (k*k*ic: a first layer's 3x3
+ * over RGB is 27) and outputs a multiple of 16. --conv direct runs those
+ * layers with it (the others im2col), and --conv auto on a CPU device, where
+ * im2col + GEMM ran its 9- or 27-long products at 5-20% of the machine's
+ * SGEMM rate (bench kernels). */
+static inline int ct_conv_direct_fits(int k, int ic, int oc) { return k * k * ic <= 32 && oc % 16 == 0; }
+/* the algorithm the rule gives a layer: CT_TILE_DIRECT, a Winograd tile side (2, 4) or 0 (im2col) */
+enum { CT_TILE_DIRECT = 1 };
+static inline int ct_conv_rule(int algo, int k, int stride, int ic, int oc, int is_cpu) {
+    if (ct_conv_direct_fits(k, ic, oc) && (algo == CT_CONV_DIRECT || (algo == CT_CONV_AUTO && is_cpu))) return CT_TILE_DIRECT;
+    return ct_conv_wino_tile(algo, k, stride, ic, is_cpu);
+}
 
 typedef struct ct_layer {
     int type, act;             /* act: CT_ACT_LINEAR / CT_ACT_RELU, fused into the GEMM */
     int ih, iw, ic, oh, ow, oc; /* per-sample input and output shape */
     int k, stride, pad;         /* conv and pool window */
     int wino;                   /* conv: 0, or m: runs as Winograd F(m x m, 3x3) (kernels/winograd.cl), not im2col + GEMM */
+    int direct;                 /* conv: 0, or 1 + its kernels' index in m->direct: runs as kernels/conv_direct.cl */
     float prob;                 /* dropout probability */
     size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer */
     int line;                   /* line of its section in the .cfg */
@@ -92,6 +106,11 @@ typedef struct ct_model {
         cl_program p;
         cl_kernel in, w, out, dy, dw, fused, dw_fused; /* the fused ones: F(4x4) on a CPU only (wino[1]) */
     } wino[2];
+    struct ct_direct_kernels {  /* conv_direct.cl built for one layer shape (its -D options) */
+        char opts[96];
+        cl_program p;
+        cl_kernel fwd, dw;
+    } direct[4];
     cl_mem ws2, ws3;            /* Winograd's second and third workspaces (m->ws holds the first) */
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */

@@ -17,7 +17,7 @@ typedef struct ct_train_opts {
     int eval_every;        /* --eval-every N steps (0: at each epoch end only) */
     const char *device;    /* --device P:D */
     int gemm;              /* --gemm native|clblast|auto */
-    int conv;              /* --conv im2col|winograd|auto (CT_CONV_*) */
+    int conv;              /* --conv im2col|winograd|winograd4|direct|auto (CT_CONV_*) */
     long max_steps;        /* --steps: stop after this many steps (0: no limit) */
     int limit_train;       /* --limit-train N: use the first N training samples (0: all) */
     int limit_test;        /* --limit-test N */

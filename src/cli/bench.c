@@ -216,6 +216,12 @@ static int bench_kernels(const cli_opts *c) {
                    " 36 or 16 GEMMs through CLBlast)\n");
             break;
         }
+    for (int i = 0; i < m.n_layers; i++)
+        if (m.layers[i].direct) {
+            printf("('direct': a conv layer run by kernels/conv_direct.cl (--conv); the CLBlast columns run it as\n"
+                   " im2col + CLBlast's GEMMs)\n");
+            break;
+        }
     cli_real_gradients(&m, B);
     double tot[2][2] = {{0, 0}, {0, 0}}, totf[2] = {0, 0}, tideal[2] = {0, 0};
     for (int i = 0; i < m.n_layers; i++) {
@@ -224,10 +230,13 @@ static int bench_kernels(const cli_opts *c) {
         double ff, fb;
         layer_flops(L, B, i == 0, &ff, &fb);
         double t[2][2] = {{0, 0}, {0, 0}};
+        int direct = L->direct;
         for (int path = 0; path < paths; path++) {
             m.gemm.mode = path ? CT_GEMM_CLBLAST : CT_GEMM_NATIVE;
+            L->direct = path ? 0 : direct; /* CLBlast's path for a direct layer: im2col + its GEMMs */
             t[path][0] = time_it(&cl, fwd_fn, &a, 5);
             t[path][1] = time_it(&cl, bwd_fn, &a, 5);
+            L->direct = direct;
             tot[path][0] += t[path][0];
             tot[path][1] += t[path][1];
         }
@@ -235,7 +244,7 @@ static int bench_kernels(const cli_opts *c) {
         totf[1] += fb;
         char desc[64];
         snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d%s", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh,
-                 L->ow, L->oc, L->wino == 4 ? " wino4" : L->wino ? " wino" : "");
+                 L->ow, L->oc, L->wino == 4 ? " wino4" : L->wino ? " wino" : L->direct ? " direct" : "");
         for (int p = 0; p < 2; p++) {
             double ti = ideal_time(L, B, p, p ? fb : ff, limit, gbs);
             tideal[p] += ti;
@@ -333,14 +342,15 @@ static int bench_train(const cli_opts *c, int steps) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double cpu = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
     double ips = steps * B / t, gflops = ips * 3 * m.flops_fwd * 1e-9;
-    int nw2 = 0, nw4 = 0;
-    for (int i = 0; i < m.n_layers; i++) nw2 += m.layers[i].wino == 2, nw4 += m.layers[i].wino == 4;
-    static const char *conv_names[] = {"im2col", "winograd", "auto", "winograd4"};
+    int nw2 = 0, nw4 = 0, nd = 0;
+    for (int i = 0; i < m.n_layers; i++)
+        nw2 += m.layers[i].wino == 2, nw4 += m.layers[i].wino == 4, nd += m.layers[i].direct != 0;
+    static const char *conv_names[] = {"im2col", "winograd", "auto", "winograd4", "direct"};
     printf("cltrain bench train: model %s, batch %d, device %s (%s), gemm %s, conv %s (Winograd layers: %d F(2x2,3x3), "
-           "%d F(4x4,3x3))\n",
+           "%d F(4x4,3x3); direct: %d)\n",
            m.name, B, cl.device_name, cl.platform_name,
            o->gemm == CT_GEMM_CLBLAST ? "clblast" : o->gemm == CT_GEMM_AUTO ? "auto" : "native", conv_names[o->conv], nw2,
-           nw4);
+           nw4, nd);
     printf("steady-state images/s: %.1f\n", ips);
     printf("fastest-step images/s: %.1f\n", B / fastest);
     printf("step time: %.2f ms over %d steps (fastest %.2f ms); %.1f MFLOP per image (fwd+bwd); achieved %.1f GFLOP/s\n",

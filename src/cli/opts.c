@@ -46,9 +46,11 @@ void cli_usage(FILE *f) {
             "  --data DIR              where the data set is\n"
             "  --device P:D            OpenCL platform:device (see `cltrain devices`; or CLTRAIN_DEVICE)\n"
             "  --gemm native|clblast|auto  matrix-product path [native]\n"
-            "  --conv im2col|winograd|winograd4|auto  3x3 stride-1 convolutions as im2col + GEMM, or as\n"
-            "                          Winograd F(2x2,3x3) or F(4x4,3x3); auto: F(4x4,3x3) on a CPU where the\n"
-            "                          layer has 8 or more input channels, im2col elsewhere [auto]\n"
+            "  --conv im2col|winograd|winograd4|direct|auto  convolutions as im2col + GEMM; 3x3 stride-1\n"
+            "                          ones as Winograd F(2x2,3x3) or F(4x4,3x3); direct: those with at most\n"
+            "                          32 inputs per output and outputs in 16s (first layers) as one kernel;\n"
+            "                          auto: on a CPU direct where it fits, else F(4x4,3x3) where a 3x3 layer\n"
+            "                          has 8 or more input channels, im2col elsewhere [auto]\n"
             "  --steps N               stop after N steps\n"
             "  --producers N|auto      input threads; 0 loads inside the training loop [auto]\n"
             "  --prefetch K            batch slots in flight [2 x producers, at least 4]\n"
@@ -172,7 +174,7 @@ static int pick(const char *opt, const char *arg, const choice *ch, const char *
 static int train_opt(int c, const char *arg, ct_train_opts *o) {
     static const choice gemm[] = {{"native", CT_GEMM_NATIVE}, {"clblast", CT_GEMM_CLBLAST}, {"auto", CT_GEMM_AUTO}, {0, 0}};
     static const choice nan[] = {{"stop", 0}, {"skip", 1}, {0, 0}};
-    static const choice conv[] = {{"im2col", CT_CONV_IM2COL}, {"winograd", CT_CONV_WINOGRAD}, {"winograd4", CT_CONV_WINOGRAD4}, {"auto", CT_CONV_AUTO}, {0, 0}};
+    static const choice conv[] = {{"im2col", CT_CONV_IM2COL}, {"winograd", CT_CONV_WINOGRAD}, {"winograd4", CT_CONV_WINOGRAD4}, {"direct", CT_CONV_DIRECT}, {"auto", CT_CONV_AUTO}, {0, 0}};
     static const choice sched[] = {{"constant", CT_SCHED_CONSTANT}, {"step", CT_SCHED_STEP}, {"cosine", CT_SCHED_COSINE}, {0, 0}};
     int rc = 0;
     long l;
@@ -189,7 +191,7 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
     case O_SEED: if (!(rc = cli_parse_int("seed", arg, 0, 0x7fffffffffffffffL, &l))) o->seed = (uint64_t)l; break;
     case O_DEVICE: o->device = arg; break;
     case O_GEMM: rc = pick("gemm", arg, gemm, "native, clblast or auto", &o->gemm); break;
-    case O_CONV: rc = pick("conv", arg, conv, "im2col, winograd, winograd4 or auto", &o->conv); break;
+    case O_CONV: rc = pick("conv", arg, conv, "im2col, winograd, winograd4, direct or auto", &o->conv); break;
     case O_STEPS: if (!(rc = cli_parse_int("steps", arg, 1, 1L << 40, &l))) o->max_steps = l; break;
     case O_QUIET: o->quiet = 1; break;
     case O_PROD:

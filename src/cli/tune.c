@@ -66,15 +66,20 @@ static void drop_model_choices(ct_gemm *g, const ct_gemm *before) {
     g->n_convs = before->n_convs;
 }
 
-/* ---- the conv search: each 3x3 stride-1 layer shape as im2col + GEMM, Winograd F(2x2, 3x3) and F(4x4, 3x3) ---- */
+/* ---- the conv search: each 3x3 stride-1 layer shape as im2col + GEMM, Winograd F(2x2, 3x3) and F(4x4, 3x3),
+ * and the direct kernel where it fits ---- */
 
-static const int TILES[3] = {0, 2, 4}, ALGOS[3] = {CT_CONV_IM2COL, CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
-static const char *const ALGO_NAMES[3] = {"im2col", "wino2", "wino4"};
+enum { N_ALGOS = 4, A_DIRECT = 3 };
+static const int TILES[N_ALGOS] = {0, 2, 4, CT_TILE_DIRECT};
+static const int ALGOS[N_ALGOS] = {CT_CONV_IM2COL, CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4, CT_CONV_DIRECT};
+static const char *const ALGO_NAMES[N_ALGOS] = {"im2col", "wino2", "wino4", "direct"};
 /* rule: the index (into TILES) of the algorithm the shipped rule gives the shape */
-typedef struct { ct_conv_choice key; int rule, layers; double t[3]; } conv_shape;
+typedef struct { ct_conv_choice key; int rule, layers; double t[N_ALGOS]; } conv_shape;
 
 static int is_tunable_conv(const ct_layer *L) { return L->type == CT_L_CONV && ct_conv_tunable(L); }
-static int tile_index(int tile) { return tile == 4 ? 2 : tile == 2 ? 1 : 0; }
+static int tile_index(int tile) { return tile == 4 ? 2 : tile == 2 ? 1 : tile == CT_TILE_DIRECT ? A_DIRECT : 0; }
+/* whether algorithm a applies to the shape (the direct kernel has limits) */
+static int algo_fits(const conv_shape *s, int a) { return a != A_DIRECT || ct_conv_direct_fits(3, s->key.ic, s->key.oc); }
 
 static int key_index(const conv_shape *cs, int n, const ct_conv_choice *q) {
     for (int j = 0; j < n; j++)
@@ -97,7 +102,7 @@ static int conv_shapes(const ct_model *d, int B, conv_shape *cs) {
         if (j < 0 && n == CT_CONV_MAX_CHOICES) continue;
         if (j < 0) {
             j = n++;
-            cs[j] = (conv_shape){ct_conv_key(L, B), tile_index(L->wino), 0, {0, 0, 0}};
+            cs[j] = (conv_shape){ct_conv_key(L, B), tile_index(L->direct ? CT_TILE_DIRECT : L->wino), 0, {0}};
         }
         cs[j].layers++;
     }
@@ -128,13 +133,17 @@ static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n) {
  * A shape changes from the shipped rule only when its best algorithm is 3% faster than the rule's. */
 static int conv_search(const cli_opts *c, const ct_model *d, int B, double until, ct_conv_choice *out) {
     conv_shape cs[CT_CONV_MAX_CHOICES];
-    int n = conv_shapes(d, B, cs), n_out = 0, timed[3] = {0, 0, 0};
+    int n = conv_shapes(d, B, cs), n_out = 0, timed[N_ALGOS] = {0}, fits[N_ALGOS] = {0};
     for (int i = 0; i < d->gemm.n_convs; i++)
         if (key_index(cs, n, &d->gemm.convs[i]) < 0) out[n_out++] = d->gemm.convs[i];
     if (!n) return n_out;
-    printf("conv search: %d shapes of 3x3 stride-1 layers, each as im2col + GEMM, Winograd F(2x2,3x3) and F(4x4,3x3)\n", n);
+    printf("conv search: %d shapes of 3x3 stride-1 layers, each as im2col + GEMM, Winograd F(2x2,3x3) and F(4x4,3x3),\n"
+           " and the direct kernel where it fits\n", n);
+    for (int a = 0; a < N_ALGOS; a++)
+        for (int j = 0; j < n; j++) fits[a] |= algo_fits(&cs[j], a);
     double t_last = 0;
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < N_ALGOS; a++) {
+        if (!fits[a]) continue;
         if (ct_now() + t_last > until) {
             printf("  %s not timed: the budget's share for the conv search is spent\n", ALGO_NAMES[a]);
             continue;
@@ -148,9 +157,10 @@ static int conv_search(const cli_opts *c, const ct_model *d, int B, double until
         int rule = s->rule, best = rule;
         printf("  %dx%dx%d->%d pad %d (%d layer%s), forward + backward:", s->key.ih, s->key.iw, s->key.ic, s->key.oc,
                s->key.pad, s->layers, s->layers > 1 ? "s" : "");
-        for (int a = 0; a < 3; a++) {
-            if (timed[a]) printf(" %s %.2f ms", ALGO_NAMES[a], s->t[a] * 1e3);
-            if (timed[a] && timed[rule] && s->t[a] < s->t[best]) best = a;
+        for (int a = 0; a < N_ALGOS; a++) {
+            if (!timed[a] || !algo_fits(s, a)) continue;
+            printf(" %s %.2f ms", ALGO_NAMES[a], s->t[a] * 1e3);
+            if (timed[rule] && s->t[a] < s->t[best]) best = a;
         }
         int take = best != rule && s->t[best] <= 0.97 * s->t[rule];
         printf(" -> %s%s\n", ALGO_NAMES[take ? best : rule], take ? "" : " (the shipped rule)");
@@ -242,7 +252,8 @@ int cmd_tune(int argc, char **argv) {
     ct_gemm_tune(&m.gemm, left, stdout);
     double t_def, t_tuned;
     int convs_changed = 0;
-    for (int i = 0; i < m.n_layers; i++) convs_changed += m.layers[i].wino != d.layers[i].wino;
+    for (int i = 0; i < m.n_layers; i++)
+        convs_changed += m.layers[i].wino != d.layers[i].wino || m.layers[i].direct != d.layers[i].direct;
     if (model_choices(&m.gemm) || convs_changed) {
         int rounds = compare_steps(&d, &od, &m, &opt, B, k, t0 + budget, &t_def, &t_tuned);
         printf("step time: shipped defaults %.2f ms, tuned %.2f ms (%.2fx; %d conv layers changed); best of %d x %d steps each, interleaved\n",

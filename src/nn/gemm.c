@@ -84,8 +84,9 @@ const ct_conv_choice *ct_conv_find(const ct_gemm *g, const ct_conv_choice *key) 
 }
 
 int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c) {
-    if (c->tile != 0 && c->tile != 2 && c->tile != 4)
-        return ct_fail(CT_EINPUT, "conv choice: tile %d; use 0 (im2col), 2 or 4 (Winograd F(2x2) or F(4x4))", c->tile);
+    if (c->tile < 0 || c->tile > 4 || c->tile == 3)
+        return ct_fail(CT_EINPUT, "conv choice: tile %d; use 0 (im2col), 1 (direct), 2 or 4 (Winograd F(2x2) or F(4x4))",
+                       c->tile);
     ct_conv_choice *old = (ct_conv_choice *)ct_conv_find(g, c);
     if (!old && g->n_convs == CT_CONV_MAX_CHOICES)
         return ct_fail(CT_EINPUT, "conv choices: more than %d shapes", CT_CONV_MAX_CHOICES);
@@ -261,7 +262,11 @@ static const ct_gemm_default *table_row(const ct_cl *cl) {
 static void load_db(ct_gemm *g) {
     ct_gemm_db_default_path(g, g->db_path, sizeof g->db_path);
     int rc = ct_gemm_db_load(g, g->db_path);
-    if (rc == CT_EINPUT) fprintf(stderr, "cltrain: %s\n", ct_last_error());
+    static char said[sizeof g->db_path + 512]; /* once per process: `cltrain tune` sets up several models */
+    if (rc == CT_EINPUT && strcmp(said, ct_last_error())) {
+        fprintf(stderr, "cltrain: %s\n", ct_last_error());
+        snprintf(said, sizeof said, "%s", ct_last_error());
+    }
     else if (rc == 0) CT_DEBUG(1, "gemm: %d tuned shapes from %s", g->n_choices, g->db_path);
 }
 

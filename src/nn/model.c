@@ -500,6 +500,12 @@ void ct_model_free(ct_model *m) {
     cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_bn, m->p_drop, m->p_short, m->wino[0].p, m->wino[1].p};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         if (ps[i]) clReleaseProgram(ps[i]);
+    for (size_t i = 0; i < sizeof m->direct / sizeof *m->direct; i++) {
+        struct ct_direct_kernels *d = &m->direct[i];
+        if (d->fwd) clReleaseKernel(d->fwd);
+        if (d->dw) clReleaseKernel(d->dw);
+        if (d->p) clReleaseProgram(d->p);
+    }
     if (m->gemm.cl) ct_gemm_free(&m->gemm);
     free(m->cfg);
     memset(m, 0, sizeof *m);

@@ -16,8 +16,9 @@
 
 static const char DB_MAGIC[] = "cltrain gemm tuning database 1";
 /* the choices depend on these kernels: GEMM, and im2col and Winograd for the conv lines */
-static const char *const DB_SOURCES[] = {"prelude.cl", "gemm.cl", "gemm_local.cl", "conv.cl", "winograd.cl"};
-static const char *const TILE_NAMES[] = {"im2col", NULL, "wino2", NULL, "wino4"};
+static const char *const DB_SOURCES[] = {"prelude.cl", "gemm.cl", "gemm_local.cl", "conv.cl", "winograd.cl",
+                                         "conv_direct.cl"};
+static const char *const TILE_NAMES[] = {"im2col", "direct", "wino2", NULL, "wino4"};
 
 void ct_gemm_db_default_path(const ct_gemm *g, char *out, size_t n) {
     char dir[4000];
@@ -51,7 +52,7 @@ int ct_gemm_db_save(const ct_gemm *g, const char *path) {
         else fprintf(f, "native local %d %d %d %d %d %d %d\n", c->cfg.p[0], c->cfg.p[1], c->cfg.p[2], c->cfg.p[3], c->cfg.p[4],
                      c->cfg.p[5], c->cfg.kchunk);
     }
-    fprintf(f, "# conv B IH IW IC OC PAD im2col|wino2|wino4 (3x3 stride 1, under --conv auto)\n");
+    fprintf(f, "# conv B IH IW IC OC PAD im2col|direct|wino2|wino4 (3x3 stride 1, under --conv auto)\n");
     for (int i = 0; i < g->n_convs; i++) {
         const ct_conv_choice *c = &g->convs[i];
         fprintf(f, "conv %d %d %d %d %d %d %s\n", c->B, c->ih, c->iw, c->ic, c->oc, c->pad, TILE_NAMES[c->tile]);
@@ -103,7 +104,7 @@ static int parse_shape(const char *line, ct_gemm_choice *c) {
     return ct_gemm_cfg_check(&c->cfg) ? -1 : 0;
 }
 
-/* "conv B IH IW IC OC PAD im2col|wino2|wino4" into *c; 0 or -1 */
+/* "conv B IH IW IC OC PAD im2col|direct|wino2|wino4" into *c; 0 or -1 */
 static int parse_conv(const char *line, ct_conv_choice *c) {
     char name[16], tail;
     memset(c, 0, sizeof *c);

@@ -3,9 +3,11 @@
  * [k, k, ic, oc] (HWIO), bias [oc]. A 3x3 stride-1 convolution chosen by
  * --conv (ct_conv_wino_tile) runs as Winograd F(2x2, 3x3) or F(4x4, 3x3)
  * instead: transforms in kernels/winograd.cl around 16 or 36 GEMMs (one
- * batched launch), forward and both gradients.
- * Kernels: kernels/conv.cl (im2col, col2im), kernels/winograd.cl and the
- * GEMM. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
+ * batched launch), forward and both gradients. One with few inputs per
+ * output (ct_conv_direct_fits) runs its forward and weight gradient as
+ * kernels/conv_direct.cl on a CPU (or under --conv direct).
+ * Kernels: kernels/conv.cl (im2col, col2im), kernels/winograd.cl,
+ * kernels/conv_direct.cl and the GEMM. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
 #include <limits.h>
 #include <string.h>
@@ -133,28 +135,99 @@ static const size_t tile_lws = 64;
 /* Winograd's tile side for L, or 0 (im2col): --conv, or under --conv auto the
  * tuning database's choice for this shape, else the shipped rule */
 static int pick_tile(const ct_model *m, const ct_layer *L, int batch) {
-    int rule = ct_conv_wino_tile(m->conv_algo, L->k, L->stride, L->ic, m->cl->is_cpu);
+    int rule = ct_conv_rule(m->conv_algo, L->k, L->stride, L->ic, L->oc, m->cl->is_cpu);
     if (m->conv_algo != CT_CONV_AUTO || !ct_conv_tunable(L) || m->db_defaults) return rule;
     ct_conv_choice key = ct_conv_key(L, batch);
     const ct_conv_choice *c = ct_conv_find(&m->gemm, &key);
+    if (c && c->tile == CT_TILE_DIRECT && !ct_conv_direct_fits(L->k, L->ic, L->oc)) return rule;
     return c ? c->tile : rule;
+}
+
+/* ---- the direct kernel (kernels/conv_direct.cl) ----
+ * Forward work-items take runs of `per` pixels (a multiple of its PX, 4),
+ * about 64 runs per compute unit; the weight gradient's DIRECT_STRIPS per
+ * compute unit each write a partial dW and db, which one GEMM with a row of
+ * ones adds into the gradients. */
+enum { DIRECT_PX = 4, DIRECT_RUNS = 64, DIRECT_STRIPS = 8 };
+
+static int direct_per(const ct_model *m, int rows) {
+    int n = DIRECT_RUNS * (int)m->cl->compute_units, per = (rows + n - 1) / n;
+    return (per + DIRECT_PX - 1) / DIRECT_PX * DIRECT_PX;
+}
+
+static int direct_strips(const ct_model *m) { return DIRECT_STRIPS * (int)m->cl->compute_units; }
+
+/* conv_direct.cl built for L's shape (shared by the layers of one shape) into
+ * L->direct; 0, or 1 when the model has no slot left (L then runs im2col) */
+static int direct_build(ct_model *m, ct_layer *L) {
+    int kk = L->k * L->k * L->ic, kv = L->oc / 16, vg = kv, vb = kv;
+    /* the accumulators of a pass stay in registers: direct_fwd's PX*vg, direct_dw's kk*vb */
+    while (vg > 1 && (DIRECT_PX * vg > 16 || kv % vg)) vg--;
+    while (vb > 1 && (kk * vb > 28 || kv % vb)) vb--;
+    char opts[96];
+    snprintf(opts, sizeof opts, "-DKH=%d -DKW=%d -DCI=%d -DSTRIDE=%d -DKV=%d -DVG=%d -DVB=%d", L->k, L->k, L->ic,
+             L->stride, kv, vg, vb);
+    int n = (int)(sizeof m->direct / sizeof *m->direct), i = 0;
+    while (i < n && m->direct[i].p && strcmp(m->direct[i].opts, opts)) i++;
+    if (i == n) return 1;
+    struct ct_direct_kernels *d = &m->direct[i];
+    if (!d->p) {
+        int rc = ct_cl_build(m->cl, &d->p, "conv_direct.cl", opts);
+        if (rc) return rc;
+        snprintf(d->opts, sizeof d->opts, "%s", opts);
+        d->fwd = ct_cl_kernel(d->p, "direct_fwd");
+        d->dw = ct_cl_kernel(d->p, "direct_dw");
+    }
+    L->direct = i + 1;
+    return 0;
+}
+
+static void direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
+    const struct ct_direct_kernels *d = &m->direct[L->direct - 1];
+    int rows = B * L->oh * L->ow, per = direct_per(m, rows);
+    ct_kargs(d->fwd, L->out, x, m->params, (int)L->w_off, (int)L->b_off, L->act, L->ih, L->iw, L->pad, L->oh, L->ow,
+             rows, per);
+    size_t gws = (size_t)((rows + per - 1) / per), one = 1;
+    ct_cl_run(m->cl, d->fwd, "direct_fwd", 1, &gws, &one);
+}
+
+/* dW and db += the strips' partial sums (the bias follows the weights in the gradients) */
+static void direct_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
+    const struct ct_direct_kernels *d = &m->direct[L->direct - 1];
+    int rows = B * L->oh * L->ow, S = direct_strips(m), per = (rows + S - 1) / S, n = (L->k * L->k * L->ic + 1) * L->oc;
+    CT_ASSERT(L->b_off == L->w_off + L->n_w);
+    ct_kargs(d->dw, m->ws, x, dy, L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
+    size_t gws = (size_t)S, one = 1;
+    ct_cl_run(m->cl, d->dw, "direct_dw", 1, &gws, &one);
+    ct_gemm_run(&m->gemm, 1, 0, 1, n, S, 1.0f, m->ones, 0, 1, m->ws, 0, n, 1.0f, m->grads, L->w_off, n, NULL, 0, 0);
 }
 
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
     if (rows > n->ones) n->ones = rows;
-    L->wino = pick_tile(m, L, batch);
+    int tile = pick_tile(m, L, batch), rc;
+    L->wino = tile == CT_TILE_DIRECT ? 0 : tile;
+    L->direct = 0;
+    if (tile == CT_TILE_DIRECT && (rc = direct_build(m, L)) < 0) return rc;
+    if (L->direct) { /* the strips' partial sums in ws; the data gradient (a rare first layer's) as im2col's */
+        int S = direct_strips(m), N = (int)(kk + 1) * L->oc;
+        /* ws also holds the columns of im2col, which bench kernels runs for CLBlast's path (no columns kept) */
+        size_t w = max2((size_t)S * (size_t)N, rows * kk);
+        if ((size_t)S > n->ones) n->ones = (size_t)S; /* the GEMM's row of ones */
+        if (w > n->ws) n->ws = w;
+        if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, N, S))) return rc;
+        return L->dx ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
+    }
     if (!L->wino) {
         if (rows * kk > n->ws) n->ws = rows * kk;
         size_t keep = rows * kk * sizeof(float);
         if (n->kept + keep <= KEEP_BYTES) {
             char what[64];
             snprintf(what, sizeof what, "layer %d im2col columns", (int)(L - m->layers));
-            int rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what);
-            if (rc) return rc;
+            if ((rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what))) return rc;
             n->kept += keep;
         }
-        return ct_layer_reserve_gemm(m, (int)rows, L->oc, (int)kk);
+        return L->dx ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
     }
     /* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
@@ -169,7 +242,6 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     if (T > INT_MAX / P || T2 > INT_MAX / P)
         return ct_fail(CT_EINPUT, "layer at line %d: %zu Winograd tiles for a batch of %d; use a smaller --batch",
                        L->line, T > T2 ? T : T2, batch);
-    int rc;
     if ((rc = wino_build(m, L))) return rc;
     size_t keep = P * T * C * sizeof(float);
     if (!fused(m, L, L->ic, L->oc) && n->kept + keep <= KEEP_BYTES) { /* a fused forward makes no V */
@@ -295,13 +367,18 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
         wino_forward(m, L, x, B);
         return;
     }
+    if (L->direct) {
+        direct_forward(m, L, x, B);
+        return;
+    }
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
     cl_mem col = run_im2col(m, L, x, B);
     ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, kk, 1.0f, col, 0, kk, m->params, L->w_off, L->oc, 0.0f, L->out, 0,
                 L->oc, m->params, L->b_off, L->act);
 }
 
-/* db += 1^T dy ; dW += col^T dy ; dcol = dy W^T ; dx = col2im(dcol). x is the input of the last forward. */
+/* db += 1^T dy ; dW += col^T dy (or the direct kernel's sums) ; dcol = dy W^T ; dx = col2im(dcol).
+ * x is the input of the last forward. */
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
@@ -309,9 +386,15 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
         wino_backward(m, L, x, dy, B);
         return;
     }
-    ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
-    cl_mem col = L->fwd_keep ? L->fwd_keep : run_im2col(m, L, x, B); /* kept: the last forward's */
-    ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, col, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
+    if (L->direct) {
+        direct_weight_grad(m, L, x, dy, B);
+    } else {
+        ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc,
+                    NULL, 0, 0);
+        cl_mem col = L->fwd_keep ? L->fwd_keep : run_im2col(m, L, x, B); /* kept: the last forward's */
+        ct_gemm_run(&m->gemm, 1, 0, kk, L->oc, rows, 1.0f, col, 0, kk, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL,
+                    0, 0);
+    }
     if (!L->dx) return;
     ct_gemm_run(&m->gemm, 0, 1, rows, kk, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, kk, NULL, 0, 0);
     ct_kargs(m->k_col2im, L->dx, m->ws, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
