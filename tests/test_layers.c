@@ -98,15 +98,16 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     snprintf(tag + n, sizeof tag - (size_t)n, "%s", L->act ? " relu" : "");
     float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
     const float *W = P + L->w_off, *bias = P + L->b_off;
-    if (L->type == CT_L_CONV) { /* the --conv rule: direct for <= 32 inputs per output and outputs in 16s */
-        int direct = L->k * L->k * L->ic <= 32 && L->oc % 16 == 0 &&
-                     (m->conv_algo == CT_CONV_DIRECT || (m->conv_algo == CT_CONV_AUTO && g_cl.is_cpu));
+    if (L->type == CT_L_CONV) { /* the --conv rule */
+        int s1 = L->k == 3 && L->stride == 1, kk = L->k * L->k * L->ic, a = m->conv_algo, cpu_auto = a == CT_CONV_AUTO && g_cl.is_cpu;
+        /* direct: outputs in 16s (and <= 16384 inputs per output); on a CPU under auto where not Winograd */
+        int fits = L->oc % 16 == 0 && kk <= 16384, wino_auto = cpu_auto && s1 && L->ic >= 8;
+        int direct = fits && (a == CT_CONV_DIRECT || (cpu_auto && (kk <= 32 || !wino_auto)));
         assert_int_equal(L->direct != 0, direct);
-        assert_int_equal(L->wino, direct || L->k != 3 || L->stride != 1                     ? 0
-                                  : m->conv_algo == CT_CONV_WINOGRAD                         ? 2
-                                  : m->conv_algo == CT_CONV_WINOGRAD4                        ? 4
-                                  : m->conv_algo == CT_CONV_AUTO && g_cl.is_cpu && L->ic >= 8 ? 4
-                                                                                             : 0);
+        assert_int_equal(L->wino, direct || !s1                 ? 0
+                                  : a == CT_CONV_WINOGRAD       ? 2
+                                  : a == CT_CONV_WINOGRAD4 || wino_auto ? 4
+                                                                : 0);
     }
 
     /* forward */
@@ -250,7 +251,7 @@ static int run_conv_cases(const conv_case *cases, size_t n, uint64_t seed, int f
             run_single(cfg, t->batch, t->B, first ? 0 : 1, seed + c, 1.0f);
         }
         wino += (g_conv_algo == CT_CONV_WINOGRAD || g_conv_algo == CT_CONV_WINOGRAD4) && t->k == 3 && t->s == 1;
-        direct += g_conv_algo == CT_CONV_DIRECT && t->k * t->k * t->C <= 32 && t->K % 16 == 0;
+        direct += g_conv_algo == CT_CONV_DIRECT && t->K % 16 == 0;
     }
     return wino + direct;
 }
@@ -303,12 +304,12 @@ static void test_conv_winograd(void **state) {
     g_conv_algo = CT_CONV_IM2COL;
 }
 
-/* --conv direct (kernels/conv_direct.cl): the shared cases (those with 16s of
- * outputs and <= 32 inputs per output through it, the others im2col) and its
- * own, each also as the first layer: every window size up to 32 inputs,
+/* --conv direct (kernels/conv_direct.cl): the shared cases (those it fits
+ * through it, the others im2col) and its own, each also as the first layer:
+ * windows up to 32 inputs in registers and larger ones in runs of 8 channels,
  * strides 1-3, pads 0-2, 16-64 outputs (its passes of 1-4 output vectors),
  * fewer pixels than its weight-gradient strips, a partial batch. Then --conv
- * auto, whose rule (direct on a CPU) check_layer asserts. */
+ * auto, whose rule (direct on a CPU where not Winograd) check_layer asserts. */
 static void test_conv_direct(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -321,14 +322,24 @@ static void test_conv_direct(void **state) {
         {1, 1, 5, 5, 3, 16, 3, 1, 0, 1},   /* 9 pixels: empty strips */
         {2, 2, 4, 4, 1, 16, 4, 3, 1, 0},   /* 4x4 windows at stride 3 */
         {5, 5, 9, 9, 3, 32, 1, 1, 0, 1},   /* 1x1 */
-        {1, 1, 8, 8, 2, 16, 4, 1, 2, 1},   /* 32 inputs per output: the most */
-        {2, 2, 6, 6, 4, 16, 3, 1, 1, 1},   /* 36: too many, im2col */
+        {1, 1, 8, 8, 2, 16, 4, 1, 2, 1},   /* 32 inputs per output: the most in registers */
+        /* more inputs per output: the weight gradient per tap and run of up to 8 channels */
+        {2, 2, 6, 6, 4, 16, 3, 1, 1, 1},   /* 36 inputs, runs of 4 */
+        {2, 2, 9, 8, 3, 64, 5, 1, 2, 1},   /* cifar-tf's first layer: 5x5 over RGB */
+        {1, 1, 6, 6, 13, 16, 3, 2, 1, 0},  /* 13 channels: runs of 1 */
+        {1, 1, 7, 7, 12, 32, 3, 1, 1, 1},  /* 12 channels: runs of 6; 3x3 stride 1, Winograd's under auto */
+        {2, 2, 9, 9, 16, 32, 3, 2, 1, 1},  /* resnet20's stride-2 layers */
+        {2, 1, 8, 8, 32, 64, 3, 2, 1, 1},  /* four output vectors, two per pass; partial batch */
+        {1, 1, 7, 6, 8, 48, 5, 1, 2, 0},   /* 5x5, three output vectors in one pass */
+        {3, 3, 5, 5, 24, 16, 1, 1, 0, 1},  /* 1x1 with 24 channels: 24 inputs, in registers */
+        {2, 2, 6, 7, 40, 16, 1, 2, 0, 1},  /* 1x1 stride 2, 40 channels: five runs of 8 */
+        {2, 2, 9, 9, 16, 16, 3, 1, 1, 1},  /* 3x3 stride 1: Winograd's under auto */
     };
     g_conv_algo = CT_CONV_DIRECT;
     int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 600, 0);
     n += run_conv_cases(dcases, sizeof dcases / sizeof *dcases, 700, 1);
     fprintf(stderr, "# --conv direct: %d cases ran as the direct kernel\n", n);
-    assert_int_equal(n, 8);
+    assert_int_equal(n, 18);
     g_conv_algo = CT_CONV_AUTO;
     run_conv_cases(dcases, sizeof dcases / sizeof *dcases, 800, 1);
     g_conv_algo = CT_CONV_IM2COL;

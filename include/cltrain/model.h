@@ -28,17 +28,25 @@ static inline int ct_conv_wino_tile(int algo, int k, int stride, int ic, int is_
     return 0;
 }
 /* The direct kernel (kernels/conv_direct.cl) takes a convolution of any size
- * and stride with at most 32 inputs per output (k*k*ic: a first layer's 3x3
- * over RGB is 27) and outputs a multiple of 16. --conv direct runs those
- * layers with it (the others im2col), and --conv auto on a CPU device, where
- * im2col + GEMM ran its 9- or 27-long products at 5-20% of the machine's
- * SGEMM rate (bench kernels). */
-static inline int ct_conv_direct_fits(int k, int ic, int oc) { return k * k * ic <= 32 && oc % 16 == 0; }
+ * and stride whose outputs are a multiple of 16 (and at most 16384 inputs
+ * per output). --conv direct runs those
+ * layers with it (the others im2col). --conv auto on a CPU device runs with
+ * it the first layers (at most 32 inputs per output: 27 for a 3x3 over RGB),
+ * where im2col + GEMM ran 9- or 27-long products at 5-20% of the machine's
+ * SGEMM rate, and every other layer that is not Winograd's, where it skips
+ * im2col's columns (bench kernels: resnet20's stride-2 layers, cifar-tf's
+ * 5x5 ones). */
+static inline int ct_conv_direct_fits(int k, int ic, int oc) { /* (its forward's windows of 4 pixels in private memory) */
+    return oc % 16 == 0 && (long)k * k * ic <= 16384;
+}
 /* the algorithm the rule gives a layer: CT_TILE_DIRECT, a Winograd tile side (2, 4) or 0 (im2col) */
 enum { CT_TILE_DIRECT = 1 };
 static inline int ct_conv_rule(int algo, int k, int stride, int ic, int oc, int is_cpu) {
-    if (ct_conv_direct_fits(k, ic, oc) && (algo == CT_CONV_DIRECT || (algo == CT_CONV_AUTO && is_cpu))) return CT_TILE_DIRECT;
-    return ct_conv_wino_tile(algo, k, stride, ic, is_cpu);
+    int wino = ct_conv_wino_tile(algo, k, stride, ic, is_cpu);
+    if (!ct_conv_direct_fits(k, ic, oc)) return wino;
+    if (algo == CT_CONV_DIRECT) return CT_TILE_DIRECT;
+    if (algo == CT_CONV_AUTO && is_cpu && (k * k * ic <= 32 || !wino)) return CT_TILE_DIRECT;
+    return wino;
 }
 
 typedef struct ct_layer {
@@ -107,10 +115,10 @@ typedef struct ct_model {
         cl_kernel in, w, out, dy, dw, fused, dw_fused; /* the fused ones: F(4x4) on a CPU only (wino[1]) */
     } wino[2];
     struct ct_direct_kernels {  /* conv_direct.cl built for one layer shape (its -D options) */
-        char opts[96];
+        char opts[128];
         cl_program p;
-        cl_kernel fwd, dw;
-    } direct[4];
+        cl_kernel fwd, dw, wt, dx; /* dw: direct_dw or direct_dw_taps; wt, dx: for input channels in 16s */
+    } direct[8];
     cl_mem ws2, ws3;            /* Winograd's second and third workspaces (m->ws holds the first) */
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */

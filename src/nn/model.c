@@ -504,6 +504,8 @@ void ct_model_free(ct_model *m) {
         struct ct_direct_kernels *d = &m->direct[i];
         if (d->fwd) clReleaseKernel(d->fwd);
         if (d->dw) clReleaseKernel(d->dw);
+        if (d->wt) clReleaseKernel(d->wt);
+        if (d->dx) clReleaseKernel(d->dx);
         if (d->p) clReleaseProgram(d->p);
     }
     if (m->gemm.cl) ct_gemm_free(&m->gemm);

@@ -3,9 +3,10 @@
  * [k, k, ic, oc] (HWIO), bias [oc]. A 3x3 stride-1 convolution chosen by
  * --conv (ct_conv_wino_tile) runs as Winograd F(2x2, 3x3) or F(4x4, 3x3)
  * instead: transforms in kernels/winograd.cl around 16 or 36 GEMMs (one
- * batched launch), forward and both gradients. One with few inputs per
- * output (ct_conv_direct_fits) runs its forward and weight gradient as
- * kernels/conv_direct.cl on a CPU (or under --conv direct).
+ * batched launch), forward and both gradients. On a CPU the others (first
+ * layers, strided and non-3x3 ones; outputs in 16s: ct_conv_rule) run as
+ * kernels/conv_direct.cl, without im2col's columns: the forward, the weight
+ * gradient and, with input channels in 16s, the data gradient.
  * Kernels: kernels/conv.cl (im2col, col2im), kernels/winograd.cl,
  * kernels/conv_direct.cl and the GEMM. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
@@ -147,46 +148,82 @@ static int pick_tile(const ct_model *m, const ct_layer *L, int batch) {
  * Forward work-items take runs of `per` pixels (a multiple of its PX, 4),
  * about 64 runs per compute unit; the weight gradient's DIRECT_STRIPS per
  * compute unit each write a partial dW and db, which one GEMM with a row of
- * ones adds into the gradients. */
-enum { DIRECT_PX = 4, DIRECT_RUNS = 64, DIRECT_STRIPS = 8 };
+ * ones adds into the gradients. A layer with more than 32 inputs per output
+ * splits its strips' weight gradient further into runs of up to DIRECT_CHN
+ * channels of one tap (direct_dw_taps). */
+enum { DIRECT_PX = 4, DIRECT_RUNS = 64, DIRECT_STRIPS = 8, DIRECT_KK = 32, DIRECT_CHN = 8 };
 
 static int direct_per(const ct_model *m, int rows) {
     int n = DIRECT_RUNS * (int)m->cl->compute_units, per = (rows + n - 1) / n;
     return (per + DIRECT_PX - 1) / DIRECT_PX * DIRECT_PX;
 }
 
-static int direct_strips(const ct_model *m) { return DIRECT_STRIPS * (int)m->cl->compute_units; }
+static int direct_kk(const ct_layer *L) { return L->k * L->k * L->ic; }
+
+/* The weight gradient's strips for `rows` pixels: DIRECT_STRIPS per compute
+ * unit, or more, so that a strip's dy (which direct_dw_taps' work-items each
+ * read again) stays under DIRECT_STRIP_BYTES, in cache: cifar-tf's first
+ * layer (25 taps, 64 outputs) took 12.4 ms with 16 strips of 2 MB of dy. */
+enum { DIRECT_STRIP_BYTES = 256 << 10 };
+static int direct_strips(const ct_model *m, const ct_layer *L, int rows) {
+    int S = DIRECT_STRIPS * (int)m->cl->compute_units;
+    size_t dy = (size_t)rows * L->oc * sizeof(float), cache = (size_t)S * DIRECT_STRIP_BYTES;
+    if (direct_kk(L) > DIRECT_KK && dy > cache) S = (int)((dy + DIRECT_STRIP_BYTES - 1) / DIRECT_STRIP_BYTES);
+    return S < rows ? S : rows;
+}
+/* direct_dw_taps' channels per work-item: the largest divisor of the input channels up to DIRECT_CHN */
+static int direct_chn(const ct_layer *L) {
+    int c = DIRECT_CHN;
+    while (L->ic % c) c--;
+    return c;
+}
+
+/* the largest divisor of kv at most most */
+static int vectors_per_pass(int kv, int most) {
+    int v = kv < most ? kv : most;
+    while (v > 1 && kv % v) v--;
+    return v < 1 ? 1 : v;
+}
 
 /* conv_direct.cl built for L's shape (shared by the layers of one shape) into
  * L->direct; 0, or 1 when the model has no slot left (L then runs im2col) */
 static int direct_build(ct_model *m, ct_layer *L) {
-    int kk = L->k * L->k * L->ic, kv = L->oc / 16, vg = kv, vb = kv;
-    /* the accumulators of a pass stay in registers: direct_fwd's PX*vg, direct_dw's kk*vb */
-    while (vg > 1 && (DIRECT_PX * vg > 16 || kv % vg)) vg--;
-    while (vb > 1 && (kk * vb > 28 || kv % vb)) vb--;
-    char opts[96];
-    snprintf(opts, sizeof opts, "-DKH=%d -DKW=%d -DCI=%d -DSTRIDE=%d -DKV=%d -DVG=%d -DVB=%d", L->k, L->k, L->ic,
-             L->stride, kv, vg, vb);
-    int n = (int)(sizeof m->direct / sizeof *m->direct), i = 0;
-    while (i < n && m->direct[i].p && strcmp(m->direct[i].opts, opts)) i++;
-    if (i == n) return 1;
+    int kk = direct_kk(L), kv = L->oc / 16;
+    /* the accumulators of a pass stay in registers: direct_fwd's PX*vg, direct_dw's kk*vb, direct_dw_taps' CHN*vt */
+    int vg = vectors_per_pass(kv, 16 / DIRECT_PX), vb = vectors_per_pass(kv, kk <= 28 ? 28 / kk : 1);
+    char opts[128];
+    int n = snprintf(opts, sizeof opts, "-DKH=%d -DKW=%d -DCI=%d -DSTRIDE=%d -DKV=%d -DVG=%d -DVB=%d", L->k, L->k,
+                     L->ic, L->stride, kv, vg, vb);
+    if (kk > DIRECT_KK)
+        n += snprintf(opts + n, sizeof opts - (size_t)n, " -DCHN=%d -DVT=%d", direct_chn(L),
+                      vectors_per_pass(kv, 24 / direct_chn(L)));
+    if (L->ic % 16 == 0) snprintf(opts + n, sizeof opts - (size_t)n, " -DDX");
+    int slots = (int)(sizeof m->direct / sizeof *m->direct), i = 0;
+    while (i < slots && m->direct[i].p && strcmp(m->direct[i].opts, opts)) i++;
+    if (i == slots) return 1;
     struct ct_direct_kernels *d = &m->direct[i];
     if (!d->p) {
         int rc = ct_cl_build(m->cl, &d->p, "conv_direct.cl", opts);
         if (rc) return rc;
         snprintf(d->opts, sizeof d->opts, "%s", opts);
         d->fwd = ct_cl_kernel(d->p, "direct_fwd");
-        d->dw = ct_cl_kernel(d->p, "direct_dw");
+        d->dw = kk <= DIRECT_KK ? ct_cl_kernel(d->p, "direct_dw") : ct_cl_kernel(d->p, "direct_dw_taps");
+        if (L->ic % 16 == 0) {
+            d->wt = ct_cl_kernel(d->p, "direct_wt");
+            d->dx = ct_cl_kernel(d->p, "direct_dx");
+        }
     }
     L->direct = i + 1;
     return 0;
 }
 
+/* y = act(conv(x) + b), the weights first copied to the (aligned) start of ws */
 static void direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     const struct ct_direct_kernels *d = &m->direct[L->direct - 1];
     int rows = B * L->oh * L->ow, per = direct_per(m, rows);
-    ct_kargs(d->fwd, L->out, x, m->params, (int)L->w_off, (int)L->b_off, L->act, L->ih, L->iw, L->pad, L->oh, L->ow,
-             rows, per);
+    CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, m->params, m->ws, L->w_off * sizeof(float), 0, L->n_w * sizeof(float), 0,
+                                 NULL, NULL));
+    ct_kargs(d->fwd, L->out, x, m->ws, m->params, (int)L->b_off, L->act, L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
     size_t gws = (size_t)((rows + per - 1) / per), one = 1;
     ct_cl_run(m->cl, d->fwd, "direct_fwd", 1, &gws, &one);
 }
@@ -194,12 +231,32 @@ static void direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
 /* dW and db += the strips' partial sums (the bias follows the weights in the gradients) */
 static void direct_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
     const struct ct_direct_kernels *d = &m->direct[L->direct - 1];
-    int rows = B * L->oh * L->ow, S = direct_strips(m), per = (rows + S - 1) / S, n = (L->k * L->k * L->ic + 1) * L->oc;
+    int kk = direct_kk(L), rows = B * L->oh * L->ow, S = direct_strips(m, L, rows), per = (rows + S - 1) / S,
+        n = (kk + 1) * L->oc;
     CT_ASSERT(L->b_off == L->w_off + L->n_w);
     ct_kargs(d->dw, m->ws, x, dy, L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
-    size_t gws = (size_t)S, one = 1;
-    ct_cl_run(m->cl, d->dw, "direct_dw", 1, &gws, &one);
+    size_t one[2] = {1, 1};
+    if (kk <= DIRECT_KK) {
+        size_t gws = (size_t)S;
+        ct_cl_run(m->cl, d->dw, "direct_dw", 1, &gws, one);
+    } else {
+        size_t gws[2] = {(size_t)(kk / direct_chn(L)), (size_t)S};
+        ct_cl_run(m->cl, d->dw, "direct_dw_taps", 2, gws, one);
+    }
     ct_gemm_run(&m->gemm, 1, 0, 1, n, S, 1.0f, m->ones, 0, 1, m->ws, 0, n, 1.0f, m->grads, L->w_off, n, NULL, 0, 0);
+}
+
+/* dx from dy by direct_dx (input channels in 16s), the turned weights and a row of zeros first in ws */
+static void direct_data_grad(ct_model *m, const ct_layer *L, cl_mem dy, int B) {
+    const struct ct_direct_kernels *d = &m->direct[L->direct - 1];
+    ct_kargs(d->wt, m->ws, m->params, (int)L->w_off);
+    size_t gw = L->n_w + (size_t)L->oc, one = 1;
+    ct_cl_run(m->cl, d->wt, "direct_wt", 1, &gw, NULL);
+    int lines = B * L->ih * L->stride, per = (lines + DIRECT_RUNS * (int)m->cl->compute_units - 1) /
+                                             (DIRECT_RUNS * (int)m->cl->compute_units);
+    ct_kargs(d->dx, L->dx, dy, m->ws, L->ih, L->iw, L->pad, L->oh, L->ow, lines, per);
+    size_t gws = (size_t)((lines + per - 1) / per);
+    ct_cl_run(m->cl, d->dx, "direct_dx", 1, &gws, &one);
 }
 
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
@@ -209,14 +266,14 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     L->wino = tile == CT_TILE_DIRECT ? 0 : tile;
     L->direct = 0;
     if (tile == CT_TILE_DIRECT && (rc = direct_build(m, L)) < 0) return rc;
-    if (L->direct) { /* the strips' partial sums in ws; the data gradient (a rare first layer's) as im2col's */
-        int S = direct_strips(m), N = (int)(kk + 1) * L->oc;
+    if (L->direct) { /* the strips' partial sums in ws; the data gradient direct_dx's, or as im2col's */
+        int S = direct_strips(m, L, (int)rows), N = (int)(kk + 1) * L->oc;
         /* ws also holds the columns of im2col, which bench kernels runs for CLBlast's path (no columns kept) */
-        size_t w = max2((size_t)S * (size_t)N, rows * kk);
+        size_t w = max2((size_t)S * (size_t)N, rows * kk); /* (direct_dx's turned weights: less) */
         if ((size_t)S > n->ones) n->ones = (size_t)S; /* the GEMM's row of ones */
         if (w > n->ws) n->ws = w;
         if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, N, S))) return rc;
-        return L->dx ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
+        return L->dx && L->ic % 16 ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
     }
     if (!L->wino) {
         if (rows * kk > n->ws) n->ws = rows * kk;
@@ -227,7 +284,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
             if ((rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what))) return rc;
             n->kept += keep;
         }
-        return L->dx ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
+        return L->dx && L->ic % 16 ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
     }
     /* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
@@ -396,6 +453,10 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
                     0, 0);
     }
     if (!L->dx) return;
+    if (L->direct && L->ic % 16 == 0) {
+        direct_data_grad(m, L, dy, B);
+        return;
+    }
     ct_gemm_run(&m->gemm, 0, 1, rows, kk, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, kk, NULL, 0, 0);
     ct_kargs(m->k_col2im, L->dx, m->ws, L->ih, L->iw, L->ic, L->k, L->k, L->stride, L->pad, L->oh, L->ow);
     size_t gws = (size_t)B * L->ih * L->iw;
