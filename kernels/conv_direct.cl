@@ -22,6 +22,14 @@
 #define KO (KV * 16)
 #define PX 4 /* pixels per step of direct_fwd: each weight vector loaded once for PX of them */
 
+/* window entry j of a window inside x that starts at s, rows rs floats apart (j a constant once unrolled) */
+#define XOFF(j, rs) ((j) / (KW * CI) * (rs) + (j) % (KW * CI))
+/* whether the window of output pixel (oy, ox) lies inside x */
+#define INSIDE(oy, ox) \
+    ((oy) * STRIDE - pad >= 0 && (ox) * STRIDE - pad >= 0 && (oy) * STRIDE - pad + KH <= H && (ox) * STRIDE - pad + KW <= W)
+/* where that window starts in x (outside x when it sticks out) */
+#define WINDOW_AT(b, oy, ox) (x + (((long)(b) * H + (oy) * STRIDE - pad) * W + (ox) * STRIDE - pad) * CI)
+
 /* p[KK] = the window of output pixel (b, oy, ox), zeros outside x */
 __attribute__((always_inline)) inline void window(float *p, __global const float *x, const int b, const int oy, const int ox, const int H, const int W,
                    const int pad) {
@@ -63,6 +71,12 @@ __attribute__((always_inline)) inline void window(float *p, __global const float
 
 /* gws = ceil(rows / per) (per a multiple of PX), lws 1: pixels [g*per, g*per + per); wa: the weights
  * copied to a 64-byte aligned buffer (whole-vector loads: PoCL splits an unaligned vload16 in three) */
+#if KK <= 32
+#define J_UNROLL _Pragma("unroll")
+#else
+#define J_UNROLL _Pragma("unroll 8")
+#endif
+
 __kernel void direct_fwd(__global float *y, __global const float *x, __global const float16 *wa,
                          __global const float *params, const int b_off, const int act, const int H, const int W,
                          const int pad, const int OH, const int OW, const int rows, const int per) {
@@ -71,6 +85,7 @@ __kernel void direct_fwd(__global float *y, __global const float *x, __global co
     for (int v = 0; v < KV; v++) bias[v] = vload16(v, params + b_off);
     FIRST_PIXEL(r0, b, oy, ox, OH, OW)
     for (int r = r0; r < r1; r += PX) {
+        /* the windows copied to private memory (read from x where they lie, a run of PX at a time, it was 1.3x slower) */
         float p[PX][KK];
         for (int q = 0; q < PX; q++) {
             if (r + q < r1) window(p[q], x, b, oy, ox, H, W, pad);
@@ -84,12 +99,7 @@ __kernel void direct_fwd(__global float *y, __global const float *x, __global co
             for (int q = 0; q < PX; q++)
 #pragma unroll
                 for (int u = 0; u < VG; u++) acc[q][u] = bias[v0 + u];
-#if KK <= 32
-#pragma unroll
-#else
-#pragma unroll 8
-#endif
-            for (int j = 0; j < KK; j++) {
+            J_UNROLL for (int j = 0; j < KK; j++) {
                 float16 wv[VG];
 #pragma unroll
                 for (int u = 0; u < VG; u++) wv[u] = wa[j * KV + v0 + u];
@@ -121,16 +131,24 @@ __kernel void direct_dw(__global float *part, __global const float *x, __global 
         float16 acc[KK][VB], bacc[VB];
         ZERO_SUMS(acc, bacc, KK, VB)
         FIRST_PIXEL(r0, b, oy, ox, OH, OW)
+        const long rs = (long)W * CI;
         for (int r = r0; r < r1; r++) {
+            /* a window inside x is read where it is; one on a border copied to p first */
             float p[KK];
-            window(p, x, b, oy, ox, H, W, pad);
+            const int inside = INSIDE(oy, ox);
+            __global const float *sw = WINDOW_AT(b, oy, ox);
+            if (!inside) window(p, x, b, oy, ox, H, W, pad);
             NEXT_PIXEL(b, oy, ox, OH, OW)
 #pragma unroll
             for (int u = 0; u < VB; u++) {
                 const float16 d = *(__global const float16 *)(dy + (size_t)r * KO + (v0 + u) * 16);
                 bacc[u] += d;
+                if (inside)
 #pragma unroll
-                for (int j = 0; j < KK; j++) acc[j][u] = fma((float16)(p[j]), d, acc[j][u]);
+                    for (int j = 0; j < KK; j++) acc[j][u] = fma((float16)(sw[XOFF(j, rs)]), d, acc[j][u]);
+                else
+#pragma unroll
+                    for (int j = 0; j < KK; j++) acc[j][u] = fma((float16)(p[j]), d, acc[j][u]);
             }
         }
 #pragma unroll
