@@ -338,6 +338,7 @@ void ct_model_summary(const ct_model *m, FILE *out) {
         fprintf(out, "  %2d %-9s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
         if (L->k) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
         if (L->wino) fprintf(out, " wino%d", L->wino);
+        if (L->direct) fprintf(out, " direct");
         if (L->from >= -1) fprintf(out, " + layer %d", L->from);
         if (L->act == CT_ACT_RELU) fprintf(out, " relu");
         fputc('\n', out);
