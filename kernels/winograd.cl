@@ -194,6 +194,29 @@ __kernel void wino_w(__global float *U, __global const float *w, const int woff,
         for (int j = 0; j < WN; j++) U[(WN * i + j) * CK + o] = u[i][j];
 }
 
+/* wino_w with 16 of U's contiguous index per work-item (a CPU): k when not
+ * flipped (gws = (K / 16, C)), c when flipped (gws = (C / 16, K), the
+ * weights gathered). One output per work-item left PoCL scalar code over
+ * private arrays: 0.6 ms for 64x64 weights, 2.1 ms for 128x128. */
+__kernel void wino_w16(__global float *U, __global const float *w, const int woff, const int C, const int K,
+                       const int flip) {
+    const int i0 = (int)get_global_id(0) * 16, i1 = (int)get_global_id(1);
+    float16 g[3][3], u[WN][WN];
+    _Pragma("unroll") for (int a = 0; a < 3; a++) _Pragma("unroll") for (int b = 0; b < 3; b++) {
+        if (!flip) {
+            g[a][b] = vload16(0, w + woff + ((size_t)(a * 3 + b) * C + i1) * K + i0);
+        } else {
+            float t[16];
+            for (int l = 0; l < 16; l++) t[l] = w[woff + ((size_t)((2 - a) * 3 + 2 - b) * C + i0 + l) * K + i1];
+            g[a][b] = vload16(0, t);
+        }
+    }
+    T2D(float16, T_W, 3, WN, u, g);
+    const size_t CK = (size_t)C * K, o = flip ? (size_t)i1 * C + i0 : (size_t)i1 * K + i0;
+    _Pragma("unroll") for (int i = 0; i < WN; i++) _Pragma("unroll") for (int j = 0; j < WN; j++)
+        vstore16(u[i][j], 0, U + (WN * i + j) * CK + o);
+}
+
 /* one output row r of the tile, e (m values) plus the bias, ReLU if act */
 #define OUT_ROW(VT, ST, r, e)                                                                            \
     if (WINO_M * th + (r) < OH) {                                                                        \
@@ -354,6 +377,24 @@ __kernel void wino_dw(__global float *grads, const int woff, __global const floa
     T2D(float, T_DW, WN, 3, d, u);
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++) grads[woff + ((size_t)(a * 3 + b) * C + c) * K + k] += d[a][b];
+}
+
+/* wino_dw with 16 outputs k per work-item (a CPU, K a multiple of 16), gws = (K / 16, C) */
+__kernel void wino_dw16(__global float *grads, const int woff, __global const float *dU, const int C, const int K,
+                        const int S) {
+    const int k = (int)get_global_id(0) * 16, c = (int)get_global_id(1);
+    const size_t CK = (size_t)C * K, o = (size_t)c * K + k;
+    float16 u[WN][WN], d[3][3];
+    _Pragma("unroll") for (int i = 0; i < WN * WN; i++) {
+        float16 v = (float16)(0.0f);
+        for (int p = 0; p < S; p++) v += vload16(0, dU + ((size_t)p * WN * WN + i) * CK + o);
+        u[i / WN][i % WN] = v;
+    }
+    T2D(float16, T_DW, WN, 3, d, u);
+    _Pragma("unroll") for (int a = 0; a < 3; a++) _Pragma("unroll") for (int b = 0; b < 3; b++) {
+        __global float *g = grads + woff + ((size_t)(a * 3 + b) * C + c) * K + k;
+        vstore16(vload16(0, g) + d[a][b], 0, g);
+    }
 }
 
 #if WINO_M == 4 && defined(WINO_FUSED)

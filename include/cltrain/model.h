@@ -113,6 +113,7 @@ typedef struct ct_model {
     struct ct_wino_kernels {    /* winograd.cl built for one tile size: [0] F(2x2, 3x3), [1] F(4x4, 3x3) */
         cl_program p;
         cl_kernel in, w, out, dy, dw, fused, dw_fused; /* the fused ones: F(4x4) on a CPU only (wino[1]) */
+        cl_kernel w16, dw16;    /* wino_w and wino_dw 16 channels per work-item, for CPUs */
     } wino[2];
     struct ct_direct_kernels {  /* conv_direct.cl built for one layer shape (its -D options) */
         char opts[128];

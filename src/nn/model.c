@@ -495,7 +495,8 @@ void ct_model_free(ct_model *m) {
                       m->k_nonfinite, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
                       m->k_bn_reduce, m->k_bn_reduce8, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd,
                       m->wino[0].in, m->wino[0].w, m->wino[0].out, m->wino[0].dy, m->wino[0].dw,
-                      m->wino[1].in, m->wino[1].w, m->wino[1].out, m->wino[1].dy, m->wino[1].dw, m->wino[1].fused, m->wino[1].dw_fused};
+                      m->wino[1].in, m->wino[1].w, m->wino[1].out, m->wino[1].dy, m->wino[1].dw, m->wino[1].fused, m->wino[1].dw_fused,
+                      m->wino[0].w16, m->wino[0].dw16, m->wino[1].w16, m->wino[1].dw16};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
     cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_bn, m->p_drop, m->p_short, m->wino[0].p, m->wino[1].p};

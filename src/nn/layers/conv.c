@@ -73,6 +73,8 @@ static int wino_build(ct_model *m, const ct_layer *L) {
     w->out = ct_cl_kernel(w->p, "wino_out");
     w->dy = ct_cl_kernel(w->p, "wino_dy");
     w->dw = ct_cl_kernel(w->p, "wino_dw");
+    w->w16 = ct_cl_kernel(w->p, "wino_w16");
+    w->dw16 = ct_cl_kernel(w->p, "wino_dw16");
     if (L->wino == 4 && m->cl->is_cpu) {
         w->fused = ct_cl_kernel(w->p, "wino_fused");
         w->dw_fused = ct_cl_kernel(w->p, "wino_dw_fused");
@@ -339,11 +341,25 @@ static void wino_out(ct_model *m, const ct_layer *L, cl_mem y, int has_bias, int
     ct_cl_run(m->cl, k, "wino_out", 1, &gws, &tile_lws);
 }
 
+/* U (ws3) from the weights, turned for the data gradient when flip; on a CPU 16 of U's contiguous index per
+ * work-item (wino_w16) when they come in 16s */
 static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
-    cl_kernel k = wk(m, L)->w;
-    ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
     size_t K = (size_t)L->oc, C = (size_t)L->ic, gws[2] = {flip ? C : K, flip ? K : C};
-    ct_cl_run(m->cl, k, "wino_w", 2, gws, NULL);
+    int wide = m->cl->is_cpu && gws[0] % 16 == 0;
+    cl_kernel k = wide ? wk(m, L)->w16 : wk(m, L)->w;
+    if (wide) gws[0] /= 16;
+    ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
+    ct_cl_run(m->cl, k, wide ? "wino_w16" : "wino_w", 2, gws, NULL);
+}
+
+/* dW += G^T dU G, dU the sum of S partials in dU (wino_dw, or 16 outputs per work-item on a CPU: wino_dw16) */
+static void wino_dw_sum(ct_model *m, const ct_layer *L, cl_mem dU, int S) {
+    const struct ct_wino_kernels *w = wk(m, L);
+    int C = L->ic, K = L->oc, wide = m->cl->is_cpu && K % 16 == 0;
+    size_t gw[2] = {(size_t)(wide ? K / 16 : K), (size_t)C};
+    cl_kernel k = wide ? w->dw16 : w->dw;
+    ct_kargs(k, m->grads, (int)L->w_off, dU, C, K, S);
+    ct_cl_run(m->cl, k, wide ? "wino_dw16" : "wino_dw", 2, gw, NULL);
 }
 
 static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
@@ -373,9 +389,7 @@ static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy
     ct_gemm_run(&m->gemm, 1, 0, 1, K, T, 1.0f, m->ones, 0, 1, m->ws2, zs, K, 1.0f, m->grads, L->b_off, K, NULL, 0, 0);
     ct_gemm_run_batched(&m->gemm, wn2(L), 1, C, K, T, 1.0f, V, 0, C, (size_t)T * C, m->ws2, 0, K, (size_t)T * K, 0.0f,
                         m->ws3, 0, K, (size_t)C * K);
-    ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws3, C, K, 1);
-    size_t gw[2] = {(size_t)K, (size_t)C};
-    ct_cl_run(m->cl, w->dw, "wino_dw", 2, gw, NULL);
+    wino_dw_sum(m, L, m->ws3, 1);
 }
 
 /* dW += G^T (sum over tiles of V .* A dY A^T) G (V: the forward's, when
@@ -384,7 +398,6 @@ static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy
 static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
     int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
-    size_t gw[2] = {(size_t)K, (size_t)C};
     if (dw_fused(m, L)) { /* partial dU and tile sums of dy into ws, then summed */
         int per, S = dw_splits(m, T, &per);
         size_t P = (size_t)wn2(L) * C * K, gs = (size_t)S, one = 1;
@@ -392,8 +405,7 @@ static void wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, i
         ct_cl_run(m->cl, w->dw_fused, "wino_dw_fused", 1, &gs, &one);
         ct_gemm_run(&m->gemm, 1, 0, 1, K, S, 1.0f, m->ones, 0, 1, m->ws, (size_t)S * P, K, 1.0f, m->grads, L->b_off, K, NULL,
                     0, 0);
-        ct_kargs(w->dw, m->grads, (int)L->w_off, m->ws, C, K, S);
-        ct_cl_run(m->cl, w->dw, "wino_dw", 2, gw, NULL);
+        wino_dw_sum(m, L, m->ws, S);
     } else {
         wino_weight_grad(m, L, x, dy, B);
     }
