@@ -59,7 +59,7 @@ typedef struct ct_conv_choice { int B, ih, iw, ic, oc, pad, tile; } ct_conv_choi
 
 typedef struct ct_gemm {
     ct_cl *cl;
-    cl_kernel k_reduce, k_transpose;  /* from the first program (gemm.cl) */
+    cl_kernel k_reduce, k_reduce16, k_transpose; /* from the first program (gemm.cl) */
     ct_gemm_cfg def;                  /* the shipped default or CLTRAIN_GEMM */
     ct_gemm_cfg narrow;               /* the shipped default for N <= 16 (the table's narrow_tm), or def */
     int narrow_prog;

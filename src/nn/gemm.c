@@ -294,6 +294,7 @@ int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode) {
     }
     if (ct_gemm_prog_get(g, &base) < 0) return CT_EDEVICE;
     g->k_reduce = ct_cl_kernel(g->progs[0].prog, "gemm_reduce");
+    g->k_reduce16 = ct_cl_kernel(g->progs[0].prog, "gemm_reduce16");
     g->k_transpose = ct_cl_kernel(g->progs[0].prog, "transpose");
     g->def_prog = ct_gemm_prog_get(g, &g->def);
     if (g->def_prog < 0) {
@@ -321,6 +322,7 @@ void ct_gemm_free(ct_gemm *g) {
         if (g->progs[i].prog) clReleaseProgram(g->progs[i].prog);
     }
     if (g->k_reduce) clReleaseKernel(g->k_reduce);
+    if (g->k_reduce16) clReleaseKernel(g->k_reduce16);
     if (g->k_transpose) clReleaseKernel(g->k_transpose);
     ct_cl_release(&g->work);
     memset(g, 0, sizeof *g);
@@ -340,10 +342,11 @@ int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int 
 
 static void run_reduce_n(ct_gemm *g, int count, int M, int N, int S, float alpha, cl_mem P, size_t offP, int ldp, float beta,
                          cl_mem C, size_t offC, int ldc, size_t strideC, cl_mem bias, size_t offBias, int act) {
-    ct_kargs(g->k_reduce, M, N, S, alpha, P, (int)offP, ldp, beta, C, (int)offC, ldc, bias,
-               (int)offBias, act, (int)strideC);
-    size_t gws[3] = {(size_t)N, (size_t)M, (size_t)count}, lws[3] = {N >= 16 ? 16 : 1, 1, 1};
-    ct_cl_run(g->cl, g->k_reduce, "gemm_reduce", 3, gws, g->cl->is_cpu ? NULL : lws);
+    int wide = g->cl->is_cpu && N % 16 == 0; /* 16 columns per work-item: gemm_reduce16 */
+    cl_kernel k = wide ? g->k_reduce16 : g->k_reduce;
+    ct_kargs(k, M, N, S, alpha, P, (int)offP, ldp, beta, C, (int)offC, ldc, bias, (int)offBias, act, (int)strideC);
+    size_t gws[3] = {(size_t)(wide ? N / 16 : N), (size_t)M, (size_t)count}, lws[3] = {N >= 16 ? 16 : 1, 1, 1};
+    ct_cl_run(g->cl, k, wide ? "gemm_reduce16" : "gemm_reduce", 3, gws, g->cl->is_cpu ? NULL : lws);
 }
 
 static void run_reduce(ct_gemm *g, int M, int N, int S, float alpha, cl_mem P, size_t offP, int ldp, float beta,
