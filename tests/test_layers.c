@@ -286,6 +286,7 @@ static void test_conv_winograd(void **state) {
         {2, 2, 6, 6, 16, 5, 3, 1, 1, 1},   /* the data gradient fused alone */
         {1, 1, 8, 8, 64, 32, 3, 1, 1, 1},  /* 64 input channels: the most wino_fused holds */
         {2, 1, 7, 6, 24, 16, 3, 1, 1, 1},  /* 16 + 8 input channels: unaligned 16-wide tile rows */
+        {1, 1, 4, 4, 256, 256, 3, 1, 1, 1}, /* 256 x 256 weights: the weight kernels' work-groups (a crash once) */
     };
     static const int algos[] = {CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
     for (int a = 0; a < 3; a++) { /* F(2x2), F(4x4), F(4x4) never fused */
@@ -295,7 +296,7 @@ static void test_conv_winograd(void **state) {
         n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400 + 1000 * a, 1);
         fprintf(stderr, "# F(%dx%d, 3x3)%s: %d cases ran as Winograd\n", 2 + 2 * (a > 0), 2 + 2 * (a > 0),
                 a == 2 ? " unfused" : "", n);
-        assert_int_equal(n, 5 + 14);
+        assert_int_equal(n, 5 + 15);
     }
     g_wino_unfused = 0;
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */

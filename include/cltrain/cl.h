@@ -68,6 +68,15 @@ void ct_cl_fill0(ct_cl *cl, cl_mem m, size_t off, size_t bytes);
 
 /* Launch on the compute queue; gws is rounded up to a multiple of lws (lws may be NULL). */
 void ct_cl_run(ct_cl *cl, cl_kernel k, const char *name, int dims, const size_t *gws, const size_t *lws);
+/* The largest divisor of n that is at most most (1 at least): a work-group size that divides a
+ * global size, or a count of vectors per pass. PoCL keeps every work-item's private arrays of a
+ * work-group on one thread's stack, so kernels with kilobytes of them need small groups (left to
+ * PoCL, wino_w16 on 256x256 weights got 2048 work-items and crashed). */
+static inline size_t ct_divisor_upto(size_t n, size_t most) {
+    size_t d = n < most ? n : most;
+    while (d > 1 && n % d) d--;
+    return d < 1 ? 1 : d;
+}
 void ct_cl_finish(ct_cl *cl);
 
 /* Kernel arguments, typed: ct_kargs(k, a0, a1, ...) sets arguments 0, 1, ...

@@ -346,7 +346,8 @@ static void run_reduce_n(ct_gemm *g, int count, int M, int N, int S, float alpha
     cl_kernel k = wide ? g->k_reduce16 : g->k_reduce;
     ct_kargs(k, M, N, S, alpha, P, (int)offP, ldp, beta, C, (int)offC, ldc, bias, (int)offBias, act, (int)strideC);
     size_t gws[3] = {(size_t)(wide ? N / 16 : N), (size_t)M, (size_t)count}, lws[3] = {N >= 16 ? 16 : 1, 1, 1};
-    ct_cl_run(g->cl, k, wide ? "gemm_reduce16" : "gemm_reduce", 3, gws, g->cl->is_cpu ? NULL : lws);
+    size_t lws16[3] = {ct_divisor_upto(gws[0], 16), 1, 1}; /* small groups: see ct_divisor_upto */
+    ct_cl_run(g->cl, k, wide ? "gemm_reduce16" : "gemm_reduce", 3, gws, wide ? lws16 : g->cl->is_cpu ? NULL : lws);
 }
 
 static void run_reduce(ct_gemm *g, int M, int N, int S, float alpha, cl_mem P, size_t offP, int ldp, float beta,

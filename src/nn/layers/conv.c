@@ -174,18 +174,10 @@ static int direct_strips(const ct_model *m, const ct_layer *L, int rows) {
     return S < rows ? S : rows;
 }
 /* direct_dw_taps' channels per work-item: the largest divisor of the input channels up to DIRECT_CHN */
-static int direct_chn(const ct_layer *L) {
-    int c = DIRECT_CHN;
-    while (L->ic % c) c--;
-    return c;
-}
+static int direct_chn(const ct_layer *L) { return (int)ct_divisor_upto((size_t)L->ic, DIRECT_CHN); }
 
-/* the largest divisor of kv at most most */
-static int vectors_per_pass(int kv, int most) {
-    int v = kv < most ? kv : most;
-    while (v > 1 && kv % v) v--;
-    return v < 1 ? 1 : v;
-}
+/* the output vectors per pass: the largest divisor of kv at most most */
+static int vectors_per_pass(int kv, int most) { return (int)ct_divisor_upto((size_t)kv, (size_t)(most < 1 ? 1 : most)); }
 
 /* conv_direct.cl built for L's shape (shared by the layers of one shape) into
  * L->direct; 0, or 1 when the model has no slot left (L then runs im2col) */
@@ -348,18 +340,19 @@ static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
     int wide = m->cl->is_cpu && gws[0] % 16 == 0;
     cl_kernel k = wide ? wk(m, L)->w16 : wk(m, L)->w;
     if (wide) gws[0] /= 16;
+    size_t lws[2] = {ct_divisor_upto(gws[0], 16), 1}; /* (its private tiles, several KiB per work-item) */
     ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
-    ct_cl_run(m->cl, k, wide ? "wino_w16" : "wino_w", 2, gws, NULL);
+    ct_cl_run(m->cl, k, wide ? "wino_w16" : "wino_w", 2, gws, wide ? lws : NULL);
 }
 
 /* dW += G^T dU G, dU the sum of S partials in dU (wino_dw, or 16 outputs per work-item on a CPU: wino_dw16) */
 static void wino_dw_sum(ct_model *m, const ct_layer *L, cl_mem dU, int S) {
     const struct ct_wino_kernels *w = wk(m, L);
     int C = L->ic, K = L->oc, wide = m->cl->is_cpu && K % 16 == 0;
-    size_t gw[2] = {(size_t)(wide ? K / 16 : K), (size_t)C};
+    size_t gw[2] = {(size_t)(wide ? K / 16 : K), (size_t)C}, lws[2] = {ct_divisor_upto(gw[0], 16), 1};
     cl_kernel k = wide ? w->dw16 : w->dw;
     ct_kargs(k, m->grads, (int)L->w_off, dU, C, K, S);
-    ct_cl_run(m->cl, k, wide ? "wino_dw16" : "wino_dw", 2, gw, NULL);
+    ct_cl_run(m->cl, k, wide ? "wino_dw16" : "wino_dw", 2, gw, wide ? lws : NULL);
 }
 
 static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
