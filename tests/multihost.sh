@@ -95,7 +95,10 @@ timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 
 if cmp -s "$tmp/h3.ckpt" "$tmp/l3.ckpt"; then ok "3 hosts over TCP = 3 ranks on one host (shared memory), byte for byte"
 else notok "3 hosts over TCP = 3 ranks on one host" "$("$diffbin" "$tmp/h3.ckpt" "$tmp/l3.ckpt" 2>&1)" "$(tail -3 "$tmp/o1b")"; fi
 onhost1 timeout 60 mpirun --allow-run-as-root -np $hosts "${net[@]}" hostname >"$tmp/o1c" 2>&1
-if [[ $(sort "$tmp/o1c" | tr '\n' ' ') == "${p}h1 ${p}h2 ${p}h3 " ]]; then ok "mpirun starts one process on each host (host names ${p}h1..3)"
+# (Open MPI's rsh launcher may add a line of its own, "plm:rsh: Warning: setpgid(...) failed", when a
+# daemon execs before mpirun sets its group: a race of the launcher's, not of the hosts; such lines are skipped)
+if [[ $(grep -v 'plm:rsh: Warning: setpgid' "$tmp/o1c" | sort | tr '\n' ' ') == "${p}h1 ${p}h2 ${p}h3 " ]]; then
+  ok "mpirun starts one process on each host (host names ${p}h1..3)"
 else notok "mpirun starts one process on each host" "$(cat "$tmp/o1c")"; fi
 
 # 2. cut host 2's link after the first checkpoint: the job ends, naming rank 1
