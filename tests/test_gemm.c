@@ -209,6 +209,8 @@ static void test_tables(void **state) {
         assert_int_equal(ct_gemm_cfg_check(&d->cfg), 0);
         ct_gemm_cfg narrow = {CT_GEMM_REG, {d->narrow_tm, 1, 0, 0, 0, 0}, d->cfg.kchunk};
         if (d->narrow_tm) assert_int_equal(ct_gemm_cfg_check(&narrow), 0);
+        ct_gemm_cfg wide = {CT_GEMM_REG, {d->cfg.p[0], d->wide_nv, 0, 0, 0, 0}, d->cfg.kchunk};
+        if (d->wide_nv) assert_int_equal(ct_gemm_cfg_check(&wide), 0);
         fallback = !d->type && !d->vendor;
     }
     assert_true(rows >= 5);
@@ -221,7 +223,7 @@ static void test_tables(void **state) {
 
 /* a CPU device gets the row for its SIMD width: AVX-512 (16 floats) the
  * cpu-avx512 row, narrower ones (AVX2 here) the cpu row, whose register
- * tile fits 16 registers */
+ * tile fits 16 registers; and the row's narrow and wide kernels by N */
 static void test_table_row(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -244,6 +246,16 @@ static void test_table_row(void **state) {
     assert_int_equal(g_gemm.progs[prog].cfg.p[1], c.p[1]);
     ct_gemm_default_for(&g_gemm, 17, &prog, &c);
     assert_int_equal(prog, g_gemm.def_prog);
+    /* shapes of 16 * wide_nv columns or more get the row's wide kernel (NV = wide_nv) where it has one */
+    int wide = row->wide_nv > g_gemm.def.p[1] && g_gemm.def.variant == CT_GEMM_REG, wn = 16 * row->wide_nv;
+    if (wide) {
+        ct_gemm_default_for(&g_gemm, wn, &prog, &c);
+        assert_int_equal(c.p[0], g_gemm.def.p[0]);
+        assert_int_equal(c.p[1], row->wide_nv);
+        assert_int_equal(g_gemm.progs[prog].cfg.p[1], row->wide_nv);
+        ct_gemm_default_for(&g_gemm, wn - 1, &prog, &c);
+        assert_int_equal(prog, g_gemm.def_prog);
+    }
 }
 
 static int setup(void **state) {
@@ -255,6 +267,8 @@ static int setup(void **state) {
         add_cfg(&d->cfg);
         ct_gemm_cfg narrow = {CT_GEMM_REG, {d->narrow_tm, 1, 0, 0, 0, 0}, d->cfg.kchunk};
         if (d->narrow_tm) add_cfg(&narrow);
+        ct_gemm_cfg wide = {CT_GEMM_REG, {d->cfg.p[0], d->wide_nv, 0, 0, 0, 0}, d->cfg.kchunk};
+        if (d->wide_nv) add_cfg(&wide);
     }
     return 0;
 }

@@ -38,6 +38,11 @@ typedef struct ct_gemm_default {
      * kernel with TM = narrow_tm, NV = 1 instead of cfg: cfg's second column
      * vector would be all edge (resnet20's 16-channel layers) */
     int narrow_tm;
+    /* > 0: shapes with N >= 16 * wide_nv run the register kernel with NV =
+     * wide_nv (TM of cfg): a wider tile of columns, each broadcast of A used
+     * for more of them (mnist-cnn's dense layer, cifar-cnn's 128-channel
+     * Winograd products) */
+    int wide_nv;
 } ct_gemm_default;
 extern const ct_gemm_default ct_gemm_defaults[];
 /* What `cltrain tune` tries (every entry is tested on PoCL), and its split-K chunks. */
@@ -63,6 +68,8 @@ typedef struct ct_gemm {
     ct_gemm_cfg def;                  /* the shipped default or CLTRAIN_GEMM */
     ct_gemm_cfg narrow;               /* the shipped default for N <= 16 (the table's narrow_tm), or def */
     int narrow_prog;
+    ct_gemm_cfg wide;                 /* the shipped default for N >= wide_n (the table's wide_nv), or def */
+    int wide_prog, wide_n;
     const char *def_from;             /* "table row cpu", "CLTRAIN_GEMM", ... */
     int def_prog;
     ct_gemm_prog progs[CT_GEMM_MAX_PROGS];

@@ -280,6 +280,18 @@ static int bench_kernels(const cli_opts *c) {
     }
     char cfg[160];
     ct_gemm_cfg_str(&m.gemm.def, cfg, sizeof cfg);
+    size_t n = strlen(cfg);
+    if (m.gemm.narrow_prog != m.gemm.def_prog) {
+        snprintf(cfg + n, sizeof cfg - n, ", N <= 16: ");
+        n = strlen(cfg);
+        ct_gemm_cfg_str(&m.gemm.narrow, cfg + n, sizeof cfg - n);
+        n = strlen(cfg);
+    }
+    if (m.gemm.wide_prog != m.gemm.def_prog) {
+        snprintf(cfg + n, sizeof cfg - n, ", N >= %d: ", m.gemm.wide_n);
+        n = strlen(cfg);
+        ct_gemm_cfg_str(&m.gemm.wide, cfg + n, sizeof cfg - n);
+    }
     printf("GEMM default %s (from %s; CLTRAIN_GEMM overrides); %d shapes from the tuning database %s\n", cfg, m.gemm.def_from,
            m.gemm.n_choices, m.gemm.n_choices ? m.gemm.db_path : "(none)");
     ct_model_free(&m);

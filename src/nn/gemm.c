@@ -10,6 +10,7 @@
  * whole activation matrix (or B) once more.
  * Tested by tests/test_gemm.c; timed by `cltrain bench kernels`. */
 #include "cltrain/gemm.h"
+#include <limits.h>
 #include <clblast_c.h>
 #include <string.h>
 
@@ -95,9 +96,9 @@ int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c) {
 }
 
 void ct_gemm_default_for(const ct_gemm *g, int N, int *prog, ct_gemm_cfg *cfg) {
-    int narrow = N <= 16 && g->narrow_prog != g->def_prog;
-    *prog = narrow ? g->narrow_prog : g->def_prog;
-    *cfg = narrow ? g->narrow : g->def;
+    int narrow = N <= 16 && g->narrow_prog != g->def_prog, wide = N >= g->wide_n && g->wide_prog != g->def_prog;
+    *prog = narrow ? g->narrow_prog : wide ? g->wide_prog : g->def_prog;
+    *cfg = narrow ? g->narrow : wide ? g->wide : g->def;
 }
 
 /* the program and split-K chunk a shape runs with on our kernels */
@@ -310,6 +311,14 @@ int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode) {
         ct_gemm_cfg n = {CT_GEMM_REG, {row->narrow_tm, 1, 0, 0, 0, 0}, g->def.kchunk};
         int p = ct_gemm_prog_get(g, &n);
         if (p >= 0) { g->narrow = n; g->narrow_prog = p; }
+    }
+    g->wide = g->def;
+    g->wide_prog = g->def_prog;
+    g->wide_n = INT_MAX;
+    if (!(env && *env) && row->wide_nv > g->def.p[1] && g->def.variant == CT_GEMM_REG) {
+        ct_gemm_cfg w = {CT_GEMM_REG, {g->def.p[0], row->wide_nv, 0, 0, 0, 0}, g->def.kchunk};
+        int p = ct_gemm_prog_get(g, &w);
+        if (p >= 0) { g->wide = w; g->wide_prog = p; g->wide_n = 16 * row->wide_nv; }
     }
     if (env && *env) CT_DEBUG(1, "gemm: CLTRAIN_GEMM set, the tuning database is not read");
     else load_db(g);
