@@ -86,6 +86,15 @@ static ref_conv_shape conv_shape(const ct_layer *L, int B) {
     return s;
 }
 
+/* whether setup reserved the GEMM shape (transA, transB, M, N, K): the workspace, and the tuner's list */
+static int reserved(const ct_model *m, int tA, int tB, int M, int N, int K) {
+    for (int i = 0; i < m->gemm.n_shapes; i++) {
+        const int *s = m->gemm.shapes[i];
+        if (s[0] == tA && s[1] == tB && s[2] == M && s[3] == N && s[4] == K) return 1;
+    }
+    return 0;
+}
+
 /* Forward and backward of layer i at batch B (<= m->batch) against the references. */
 static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     ct_layer *L = &m->layers[i];
@@ -104,6 +113,11 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
         int fits = L->oc % 16 == 0 && kk <= 16384, wino_auto = cpu_auto && s1 && L->ic >= 8;
         int direct = fits && (a == CT_CONV_DIRECT || (cpu_auto && (kk <= 32 || !wino_auto)));
         assert_int_equal(L->direct != 0, direct);
+        if (!L->direct && !L->wino) { /* im2col: its three products reserved at setup */
+            int rows = m->batch * L->oh * L->ow;
+            assert_true(reserved(m, 0, 0, rows, L->oc, kk) && reserved(m, 1, 0, kk, L->oc, rows) &&
+                        reserved(m, 1, 0, 1, L->oc, rows));
+        }
         assert_int_equal(L->wino, direct || !s1                 ? 0
                                   : a == CT_CONV_WINOGRAD       ? 2
                                   : a == CT_CONV_WINOGRAD4 || wino_auto ? 4

@@ -278,7 +278,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
             if ((rc = ct_cl_alloc(m->cl, &L->fwd_keep, keep, what))) return rc;
             n->kept += keep;
         }
-        return L->dx && L->ic % 16 ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
+        return ct_layer_reserve_gemm(m, (int)rows, L->oc, (int)kk);
     }
     /* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
