@@ -155,9 +155,15 @@ static int pick_tile(const ct_model *m, const ct_layer *L, int batch) {
  * channels of one tap (direct_dw_taps). */
 enum { DIRECT_PX = 4, DIRECT_RUNS = 64, DIRECT_STRIPS = 8, DIRECT_KK = 32, DIRECT_CHN = 8 };
 
+/* items per work-item when count of them are shared by DIRECT_RUNS work-items per compute unit */
+static int direct_runs(const ct_model *m, int count) {
+    int n = DIRECT_RUNS * (int)m->cl->compute_units;
+    return (count + n - 1) / n;
+}
+
+/* direct_fwd's pixels per work-item: a multiple of its PX */
 static int direct_per(const ct_model *m, int rows) {
-    int n = DIRECT_RUNS * (int)m->cl->compute_units, per = (rows + n - 1) / n;
-    return (per + DIRECT_PX - 1) / DIRECT_PX * DIRECT_PX;
+    return (direct_runs(m, rows) + DIRECT_PX - 1) / DIRECT_PX * DIRECT_PX;
 }
 
 static int direct_kk(const ct_layer *L) { return L->k * L->k * L->ic; }
@@ -176,8 +182,8 @@ static int direct_strips(const ct_model *m, const ct_layer *L, int rows) {
 /* direct_dw_taps' channels per work-item: the largest divisor of the input channels up to DIRECT_CHN */
 static int direct_chn(const ct_layer *L) { return (int)ct_divisor_upto((size_t)L->ic, DIRECT_CHN); }
 
-/* the output vectors per pass: the largest divisor of kv at most most */
-static int vectors_per_pass(int kv, int most) { return (int)ct_divisor_upto((size_t)kv, (size_t)(most < 1 ? 1 : most)); }
+/* the output vectors per pass: the largest divisor of kv at most most (1 at least) */
+static int vectors_per_pass(int kv, int most) { return (int)ct_divisor_upto((size_t)kv, (size_t)most); }
 
 /* conv_direct.cl built for L's shape (shared by the layers of one shape) into
  * L->direct; 0, or 1 when the model has no slot left (L then runs im2col) */
@@ -246,8 +252,7 @@ static void direct_data_grad(ct_model *m, const ct_layer *L, cl_mem dy, int B) {
     ct_kargs(d->wt, m->ws, m->params, (int)L->w_off);
     size_t gw = L->n_w + (size_t)L->oc, one = 1;
     ct_cl_run(m->cl, d->wt, "direct_wt", 1, &gw, NULL);
-    int lines = B * L->ih * L->stride, per = (lines + DIRECT_RUNS * (int)m->cl->compute_units - 1) /
-                                             (DIRECT_RUNS * (int)m->cl->compute_units);
+    int lines = B * L->ih * L->stride, per = direct_runs(m, lines);
     ct_kargs(d->dx, L->dx, dy, m->ws, L->ih, L->iw, L->pad, L->oh, L->ow, lines, per);
     size_t gws = (size_t)((lines + per - 1) / per);
     ct_cl_run(m->cl, d->dx, "direct_dx", 1, &gws, &one);
@@ -260,14 +265,13 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     L->wino = tile == CT_TILE_DIRECT ? 0 : tile;
     L->direct = 0;
     if (tile == CT_TILE_DIRECT && (rc = direct_build(m, L)) < 0) return rc;
-    if (L->direct) { /* the strips' partial sums in ws; the data gradient direct_dx's, or as im2col's */
-        int S = direct_strips(m, L, (int)rows), N = (int)(kk + 1) * L->oc;
-        /* ws also holds the columns of im2col, which bench kernels runs for CLBlast's path (no columns kept) */
-        size_t w = max2((size_t)S * (size_t)N, rows * kk); /* (direct_dx's turned weights: less) */
+    if (L->direct) { /* in ws: the strips' partial sums; direct_dx's turned weights (fewer), or im2col's dcol */
+        int S = direct_strips(m, L, (int)rows), N = (int)(kk + 1) * L->oc, dcol = L->dx && L->ic % 16;
+        size_t w = max2((size_t)S * (size_t)N, dcol ? rows * kk : 0);
         if ((size_t)S > n->ones) n->ones = (size_t)S; /* the GEMM's row of ones */
         if (w > n->ws) n->ws = w;
         if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, N, S))) return rc;
-        return L->dx && L->ic % 16 ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
+        return dcol ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
     }
     if (!L->wino) {
         if (rows * kk > n->ws) n->ws = rows * kk;
