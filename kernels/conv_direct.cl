@@ -33,15 +33,15 @@
 /* p[KK] = the window of output pixel (b, oy, ox), zeros outside x */
 __attribute__((always_inline)) inline void window(float *p, __global const float *x, const int b, const int oy, const int ox, const int H, const int W,
                    const int pad) {
-    const int y0 = oy * STRIDE - pad, x0 = ox * STRIDE - pad;
-    __global const float *s = x + (((long)b * H + y0) * W + x0) * CI;
-    if (y0 >= 0 && x0 >= 0 && y0 + KH <= H && x0 + KW <= W) {
+    __global const float *s = WINDOW_AT(b, oy, ox);
+    if (INSIDE(oy, ox)) { /* KH runs of KW*CI floats */
 #pragma unroll
         for (int ky = 0; ky < KH; ky++)
 #pragma unroll
             for (int j = 0; j < KW * CI; j++) p[ky * KW * CI + j] = s[(long)ky * W * CI + j];
         return;
     }
+    const int y0 = oy * STRIDE - pad, x0 = ox * STRIDE - pad;
     for (int ky = 0; ky < KH; ky++)
         for (int kx = 0; kx < KW; kx++) {
             const int in = y0 + ky >= 0 && y0 + ky < H && x0 + kx >= 0 && x0 + kx < W;
@@ -69,14 +69,15 @@ __attribute__((always_inline)) inline void window(float *p, __global const float
         }                             \
     }
 
-/* gws = ceil(rows / per) (per a multiple of PX), lws 1: pixels [g*per, g*per + per); wa: the weights
- * copied to a 64-byte aligned buffer (whole-vector loads: PoCL splits an unaligned vload16 in three) */
+/* the loops over a window: unrolled whole for a first layer's, by 8 for longer ones */
 #if KK <= 32
 #define J_UNROLL _Pragma("unroll")
 #else
 #define J_UNROLL _Pragma("unroll 8")
 #endif
 
+/* gws = ceil(rows / per) (per a multiple of PX), lws 1: pixels [g*per, g*per + per); wa: the weights
+ * copied to a 64-byte aligned buffer (whole-vector loads: PoCL splits an unaligned vload16 in three) */
 __kernel void direct_fwd(__global float *y, __global const float *x, __global const float16 *wa,
                          __global const float *params, const int b_off, const int act, const int H, const int W,
                          const int pad, const int OH, const int OW, const int rows, const int per) {
