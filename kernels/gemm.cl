@@ -100,46 +100,32 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha,
 }
 
 /* C[m, n] = alpha * sum_s P[s][m][n] + beta * C[m, n] (+ bias[n]) (ReLU).
- * One work-item per element; P is [S][M][ldp] at offset offP (P may be C itself, S = 1).
- * get_global_id(2) = b: batch b's P starts S*M*ldp floats after b-1's, its C strideC after. */
-__kernel void gemm_reduce(const int M, const int N, const int S, const float alpha,
-                          __global const float *P, const int offP, const int ldp, const float beta,
-                          __global float *C, const int offC, const int ldc,
-                          __global const float *bias, const int offBias, const int act, const int strideC) {
-    const int n = (int)get_global_id(0), m = (int)get_global_id(1), bt = (int)get_global_id(2);
-    if (n >= N || m >= M) return;
-    float sum = 0.0f;
-    const size_t stride = (size_t)M * ldp;
-    P += offP + (size_t)bt * S * stride;
-    for (int s = 0; s < S; s++) sum += P[s * stride + (size_t)m * ldp + n];
-    float x = alpha * sum;
-    __global float *c = C + offC + (size_t)bt * strideC + (size_t)m * ldc + n;
-    if (beta != 0.0f) x += beta * *c;
-    if (bias) x += bias[offBias + n];
-    if (act == CT_ACT_RELU) x = fmax(x, 0.0f);
-    *c = x;
-}
-
-/* gemm_reduce with 16 columns per work-item (a CPU, N a multiple of 16): gws = (N / 16, M, batch).
- * One float per work-item ran at about 5 GB/s on PoCL (cifar-cnn's 36 split-K products of 64 x 64:
- * 0.65 ms). */
-__kernel void gemm_reduce16(const int M, const int N, const int S, const float alpha,
-                            __global const float *P, const int offP, const int ldp, const float beta,
-                            __global float *C, const int offC, const int ldc,
-                            __global const float *bias, const int offBias, const int act, const int strideC) {
-    const int n = (int)get_global_id(0) * 16, m = (int)get_global_id(1), bt = (int)get_global_id(2);
-    if (n >= N || m >= M) return;
-    float16 sum = (float16)(0.0f);
-    const size_t stride = (size_t)M * ldp;
-    P += offP + (size_t)bt * S * stride + (size_t)m * ldp + n;
-    for (int s = 0; s < S; s++) sum += vload16(0, P + s * stride);
-    float16 x = alpha * sum;
-    __global float *c = C + offC + (size_t)bt * strideC + (size_t)m * ldc + n;
-    if (beta != 0.0f) x += beta * vload16(0, c);
-    if (bias) x += vload16(0, bias + offBias + n);
-    if (act == CT_ACT_RELU) x = fmax(x, (float16)(0.0f));
-    vstore16(x, 0, c);
-}
+ * P is [S][M][ldp] at offset offP (P may be C itself, S = 1).
+ * get_global_id(2) = b: batch b's P starts S*M*ldp floats after b-1's, its C strideC after.
+ * gemm_reduce: one element per work-item, gws = (N, M, batch); gemm_reduce16 (a CPU, N a
+ * multiple of 16): 16 columns per work-item, gws = (N / 16, M, batch). One float per
+ * work-item ran at about 5 GB/s on PoCL (cifar-cnn's 36 split-K products of 64 x 64: 0.65 ms).
+ * (LD1, ST1, LD16, ST16: prelude.cl.) */
+#define GEMM_REDUCE(NAME, VT, LD, ST, VW)                                                               \
+    __kernel void NAME(const int M, const int N, const int S, const float alpha, __global const float *P, \
+                       const int offP, const int ldp, const float beta, __global float *C, const int offC, \
+                       const int ldc, __global const float *bias, const int offBias, const int act,      \
+                       const int strideC) {                                                              \
+        const int n = (int)get_global_id(0) * VW, m = (int)get_global_id(1), bt = (int)get_global_id(2); \
+        if (n >= N || m >= M) return;                                                                    \
+        VT sum = (VT)(0.0f);                                                                             \
+        const size_t stride = (size_t)M * ldp;                                                           \
+        P += offP + (size_t)bt * S * stride + (size_t)m * ldp + n;                                       \
+        for (int s = 0; s < S; s++) sum += LD(P + s * stride);                                           \
+        VT x = alpha * sum;                                                                              \
+        __global float *c = C + offC + (size_t)bt * strideC + (size_t)m * ldc + n;                       \
+        if (beta != 0.0f) x += beta * LD(c);                                                             \
+        if (bias) x += LD(bias + offBias + n);                                                           \
+        if (act == CT_ACT_RELU) x = fmax(x, (VT)(0.0f));                                                 \
+        ST(x, c);                                                                                        \
+    }
+GEMM_REDUCE(gemm_reduce, float, LD1, ST1, 1)
+GEMM_REDUCE(gemm_reduce16, float16, LD16, ST16, 16)
 
 /* out[c, r] = in[r, c]: in is [R, Cc] with row stride ld; out is [Cc, R] with row stride ldo.
  * gws = (Cc, ceil(R / 16)): a work-item writes 16 consecutive floats of one row of out
