@@ -361,41 +361,30 @@ __kernel void wino_dy(__global float *Z, __global float *bsum, const int bsoff, 
     }
 }
 
-/* gws = (K, C): grads[woff + ((a*3 + b)*C + c)*K + k] += (G^T dU G)[a][b],
- * dU the sum of S partials [S][n*n][C][K] (wino_dw_fused's; 1: the GEMMs') */
-__kernel void wino_dw(__global float *grads, const int woff, __global const float *dU, const int C, const int K,
-                      const int S) {
-    const int k = (int)get_global_id(0), c = (int)get_global_id(1);
-    if (k >= K || c >= C) return;
-    const size_t CK = (size_t)C * K, o = (size_t)c * K + k;
-    float u[WN][WN], d[3][3];
-    for (int i = 0; i < WN * WN; i++) {
-        float v = 0.0f;
-        for (int p = 0; p < S; p++) v += dU[((size_t)p * WN * WN + i) * CK + o];
-        u[i / WN][i % WN] = v;
+/* grads[woff + ((a*3 + b)*C + c)*K + k] += (G^T dU G)[a][b], dU the sum of S
+ * partials [S][n*n][C][K] (wino_dw_fused's; 1: the GEMMs'). wino_dw: one k
+ * per work-item, gws = (K, C); wino_dw16: 16 per work-item (a CPU, K a
+ * multiple of 16), gws = (K / 16, C) */
+#define WINO_DW(NAME, VT, LD, ST, VW)                                                                      \
+    __kernel void NAME(__global float *grads, const int woff, __global const float *dU, const int C,      \
+                       const int K, const int S) {                                                         \
+        const int k = (int)get_global_id(0) * VW, c = (int)get_global_id(1);                              \
+        if (k >= K || c >= C) return;                                                                      \
+        const size_t CK = (size_t)C * K, o = (size_t)c * K + k;                                            \
+        VT u[WN][WN], d[3][3];                                                                             \
+        _Pragma("unroll") for (int i = 0; i < WN * WN; i++) {                                              \
+            VT v = (VT)(0.0f);                                                                             \
+            for (int p = 0; p < S; p++) v += LD(dU + ((size_t)p * WN * WN + i) * CK + o);                 \
+            u[i / WN][i % WN] = v;                                                                         \
+        }                                                                                                  \
+        T2D(VT, T_DW, WN, 3, d, u);                                                                        \
+        _Pragma("unroll") for (int a = 0; a < 3; a++) _Pragma("unroll") for (int b = 0; b < 3; b++) {      \
+            __global float *g = grads + woff + ((size_t)(a * 3 + b) * C + c) * K + k;                      \
+            ST(LD(g) + d[a][b], g);                                                                        \
+        }                                                                                                  \
     }
-    T2D(float, T_DW, WN, 3, d, u);
-    for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++) grads[woff + ((size_t)(a * 3 + b) * C + c) * K + k] += d[a][b];
-}
-
-/* wino_dw with 16 outputs k per work-item (a CPU, K a multiple of 16), gws = (K / 16, C) */
-__kernel void wino_dw16(__global float *grads, const int woff, __global const float *dU, const int C, const int K,
-                        const int S) {
-    const int k = (int)get_global_id(0) * 16, c = (int)get_global_id(1);
-    const size_t CK = (size_t)C * K, o = (size_t)c * K + k;
-    float16 u[WN][WN], d[3][3];
-    _Pragma("unroll") for (int i = 0; i < WN * WN; i++) {
-        float16 v = (float16)(0.0f);
-        for (int p = 0; p < S; p++) v += vload16(0, dU + ((size_t)p * WN * WN + i) * CK + o);
-        u[i / WN][i % WN] = v;
-    }
-    T2D(float16, T_DW, WN, 3, d, u);
-    _Pragma("unroll") for (int a = 0; a < 3; a++) _Pragma("unroll") for (int b = 0; b < 3; b++) {
-        __global float *g = grads + woff + ((size_t)(a * 3 + b) * C + c) * K + k;
-        vstore16(vload16(0, g) + d[a][b], 0, g);
-    }
-}
+WINO_DW(wino_dw, float, LD1, ST1, 1)
+WINO_DW(wino_dw16, float16, LD16, ST16, 16)
 
 #if WINO_M == 4 && defined(WINO_FUSED)
 /* The whole F(4x4, 3x3) convolution of FT tiles in one work-item, for a CPU:
