@@ -190,6 +190,14 @@ static void kernel_row(const char *desc, const char *pass, double t, double f, d
     printf("%-34s %-4s %10.3f %9s %6s %6s %11s %9s %8s\n", desc, pass, t * 1e3, gf, lim, bound, clb, clbf, ratio);
 }
 
+/* s += label and c as ct_gemm_cfg_str writes it */
+static void append_cfg(char *s, size_t size, const char *label, const ct_gemm_cfg *c) {
+    size_t n = strlen(s);
+    snprintf(s + n, size - n, "%s", label);
+    n = strlen(s);
+    ct_gemm_cfg_str(c, s + n, size - n);
+}
+
 static int bench_kernels(const cli_opts *c) {
     const ct_train_opts *o = &c->train;
     ct_model m;
@@ -292,20 +300,11 @@ static int bench_kernels(const cli_opts *c) {
         ct_cl_release(&Bm);
         ct_cl_release(&C);
     }
-    char cfg[160];
+    char cfg[160], label[32];
     ct_gemm_cfg_str(&m.gemm.def, cfg, sizeof cfg);
-    size_t n = strlen(cfg);
-    if (m.gemm.narrow_prog != m.gemm.def_prog) {
-        snprintf(cfg + n, sizeof cfg - n, ", N <= 16: ");
-        n = strlen(cfg);
-        ct_gemm_cfg_str(&m.gemm.narrow, cfg + n, sizeof cfg - n);
-        n = strlen(cfg);
-    }
-    if (m.gemm.wide_prog != m.gemm.def_prog) {
-        snprintf(cfg + n, sizeof cfg - n, ", N >= %d: ", m.gemm.wide_n);
-        n = strlen(cfg);
-        ct_gemm_cfg_str(&m.gemm.wide, cfg + n, sizeof cfg - n);
-    }
+    if (m.gemm.narrow_prog != m.gemm.def_prog) append_cfg(cfg, sizeof cfg, ", N <= 16: ", &m.gemm.narrow);
+    snprintf(label, sizeof label, ", N >= %d: ", m.gemm.wide_n);
+    if (m.gemm.wide_prog != m.gemm.def_prog) append_cfg(cfg, sizeof cfg, label, &m.gemm.wide);
     printf("GEMM default %s (from %s; CLTRAIN_GEMM overrides); %d shapes from the tuning database %s\n", cfg, m.gemm.def_from,
            m.gemm.n_choices, m.gemm.n_choices ? m.gemm.db_path : "(none)");
     ct_model_free(&m);
