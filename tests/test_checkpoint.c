@@ -37,7 +37,7 @@ static float vals[CT_CKPT_MAX_STATE + 1][NP];
 static ct_ckpt make(int kind) {
     ct_ckpt st = {.cfg = (char *)CFG, .seed = 9, .next_batch = 12, .batch = 32, .n_train = 100, .opt_kind = kind,
                   .opt_step = 11, .lr = 0.01f, .momentum = 0.9f, .wd = 5e-4f, .n_params = NP, .params = vals[0],
-                  .n_state = ct_optimizers[kind]->n_state, .ranks = 1, .data = {.split = 0.1, .classes = 3}};
+                  .n_state = ct_optim_types[kind]->n_state, .ranks = 1, .data = {.split = 0.1, .classes = 3}};
     snprintf(st.model_name, sizeof st.model_name, "tiny");
     snprintf(st.data.kind, sizeof st.data.kind, "images");
     snprintf(st.data.path, sizeof st.data.path, "/data/shapes");
@@ -71,7 +71,7 @@ static void test_round_trip(void **state) {
         if (rc) fprintf(stderr, "# %s\n", ct_last_error());
         assert_int_equal(rc, 0);
         assert_int_equal(back.opt_kind, kind);
-        assert_int_equal(back.n_state, ct_optimizers[kind]->n_state);
+        assert_int_equal(back.n_state, ct_optim_types[kind]->n_state);
         assert_memory_equal(back.params, vals[0], sizeof vals[0]);
         for (int i = 0; i < back.n_state; i++) assert_memory_equal(back.state[i], vals[i + 1], sizeof vals[0]);
         assert_null(back.state[back.n_state]);

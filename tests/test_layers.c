@@ -594,7 +594,7 @@ static const char *optim_cfg = "[net]\nheight=5\nwidth=5\nchannels=2\nclasses=4\
                                "[maxpool]\nsize=2\nstride=1\n[dense]\noutputs=4\n[softmax]\n";
 
 /* the float64 reference of one step of o's optimizer over [n] values; wd applies to all of them */
-static void ref_optim(const ct_optim *o, float lr, float *P, float *M1, float *M2, const float *G, long n, float wd, int t) {
+static void ref_optim(const ct_optim_hparams *o, float lr, float *P, float *M1, float *M2, const float *G, long n, float wd, int t) {
     switch (o->kind) {
     case CT_OPT_ADAM: ref_adam(P, M1, M2, G, n, lr, o->b1, o->b2, o->eps, wd, t); break;
     case CT_OPT_ADAMW: ref_adamw(P, M1, M2, G, n, lr, o->b1, o->b2, o->eps, (double)wd * lr / o->lr, t); break;
@@ -604,7 +604,7 @@ static void ref_optim(const ct_optim *o, float lr, float *P, float *M1, float *M
     }
 }
 
-static void ref_step_segments(ct_model *m, const ct_optim *o, float lr, float *P, float *M1, float *M2, const float *G, int t) {
+static void ref_step_segments(ct_model *m, const ct_optim_hparams *o, float lr, float *P, float *M1, float *M2, const float *G, int t) {
     for (int i = 0; i < m->n_layers; i++) {
         ct_layer *L = &m->layers[i];
         if (!L->n_w) continue;
@@ -616,13 +616,13 @@ static void ref_step_segments(ct_model *m, const ct_optim *o, float lr, float *P
 
 /* five steps of o's optimizer through the interface against its reference;
  * the learning rate falls as a schedule would (AdamW's decay follows it) */
-static void check_optim_vw(const ct_optim *o, const char *name, int vw) {
+static void check_optim_vw(const ct_optim_hparams *o, const char *name, int vw) {
     ct_model m;
     make_model(&m, optim_cfg, 2);
     ct_model_init_weights(&m, 7);  /* step 0 */
-    ct_opt opt;
-    assert_int_equal(ct_opt_setup_vw(&opt, &m, o, vw), 0); /* zero state */
-    int ns = opt.ops->n_state;
+    ct_optim_state opt;
+    assert_int_equal(ct_optim_setup_vw(&opt, &m, o, vw), 0); /* zero state */
+    int ns = opt.type->n_state;
     assert_int_equal(ns, o->kind == CT_OPT_ADAM || o->kind == CT_OPT_ADAMW ? 2 : 1);
     ct_rng g = ct_rng_make(700, (uint64_t)o->kind, 0);
     size_t n = m.n_params;
@@ -634,7 +634,7 @@ static void check_optim_vw(const ct_optim *o, const char *name, int vw) {
         for (size_t j = 0; j < n; j += 7) G[j] = 0;  /* zero gradients: Adam's 0/(0+eps) */
         ct_cl_write(&g_cl, m.grads, 0, n * 4, G);
         float lr = o->lr * (t <= 3 ? 1.0f : 0.25f);
-        ct_opt_step(&opt, lr);
+        ct_optim_step(&opt, lr);
         ref_step_segments(&m, o, lr, P, M1, M2, G, t);
         float *gp = dev_read(m.params, n);
         char what[96];
@@ -643,7 +643,7 @@ static void check_optim_vw(const ct_optim *o, const char *name, int vw) {
         assert_true(ct_compare(what, gp, P, n, 1e-5, 1e-6));
         for (int i = 0; i < ns; i++) {
             float *got = ct_xmalloc(n * 4);
-            ct_opt_get_state(&opt, i, got);
+            ct_optim_get_state(&opt, i, got);
             snprintf(what, sizeof what, "%s (%d per work-item) step %d state %d", name, opt.vw, t, i + 1);
             assert_true(ct_compare(what, got, S[i], n, 1e-5, i ? 1e-9 : 1e-7));
             free(got);
@@ -655,7 +655,7 @@ static void check_optim_vw(const ct_optim *o, const char *name, int vw) {
     float *G = calloc(n, 4), *before = dev_read(m.params, n);
     G[n / 2] = NAN;
     ct_cl_write(&g_cl, m.grads, 0, n * 4, G);
-    ct_opt_step(&opt, o->lr);
+    ct_optim_step(&opt, o->lr);
     int32_t pred[2];
     ct_model_read_results(&m, 2, pred);
     assert_int_equal(m.nonfinite, 1);
@@ -663,13 +663,13 @@ static void check_optim_vw(const ct_optim *o, const char *name, int vw) {
     assert_memory_equal(before, after, n * 4);
     free(G); free(before); free(after);
     free(P); free(M1); free(M2);
-    ct_opt_free(&opt);
+    ct_optim_free(&opt);
     ct_model_free(&m);
 }
 
 /* both kernel shapes: a CPU's 16 parameters per work-item (the last vector
  * partial: the test model has 109) and a GPU's one */
-static void check_optim(const ct_optim *o, const char *name) {
+static void check_optim(const ct_optim_hparams *o, const char *name) {
     check_optim_vw(o, name, 16);
     check_optim_vw(o, name, 1);
 }
@@ -677,7 +677,7 @@ static void check_optim(const ct_optim *o, const char *name) {
 static void test_adam(void **state) {
     (void)state;
     CT_NEED_CL();
-    ct_optim o = {.kind = CT_OPT_ADAM, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0.1f};
+    ct_optim_hparams o = {.kind = CT_OPT_ADAM, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0.1f};
     check_optim(&o, "adam");
 }
 
@@ -685,23 +685,23 @@ static void test_adamw(void **state) {
     (void)state;
     CT_NEED_CL();
     /* the decay per step is wd at the base rate, not lr*wd: 1e-2 moves weights as much as adam's 1.0 would */
-    ct_optim o = {.kind = CT_OPT_ADAMW, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 1e-2f};
+    ct_optim_hparams o = {.kind = CT_OPT_ADAMW, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 1e-2f};
     check_optim(&o, "adamw");
 }
 
 static void test_sgd(void **state) {
     (void)state;
     CT_NEED_CL();
-    ct_optim o = {.kind = CT_OPT_SGD, .lr = 5e-2f, .momentum = 0.9f, .wd = 0.1f};
+    ct_optim_hparams o = {.kind = CT_OPT_SGD, .lr = 5e-2f, .momentum = 0.9f, .wd = 0.1f};
     check_optim(&o, "sgd");
-    ct_optim plain = {.kind = CT_OPT_SGD, .lr = 0.1f, .momentum = 0.0f, .wd = 0.0f};
+    ct_optim_hparams plain = {.kind = CT_OPT_SGD, .lr = 0.1f, .momentum = 0.0f, .wd = 0.0f};
     check_optim(&plain, "sgd (no momentum, no decay)");
 }
 
 static void test_nesterov(void **state) {
     (void)state;
     CT_NEED_CL();
-    ct_optim o = {.kind = CT_OPT_NESTEROV, .lr = 5e-2f, .momentum = 0.9f, .wd = 0.1f};
+    ct_optim_hparams o = {.kind = CT_OPT_NESTEROV, .lr = 5e-2f, .momentum = 0.9f, .wd = 0.1f};
     check_optim(&o, "nesterov");
 }
 
@@ -709,17 +709,17 @@ static void test_nesterov(void **state) {
 static void test_optim_table(void **state) {
     (void)state;
     for (int k = 0; k < CT_OPT_COUNT; k++) {
-        const ct_optimizer *op = ct_optimizers[k];
+        const ct_optim_type *op = ct_optim_types[k];
         assert_non_null(op);
         int kind = -1;
-        assert_ptr_equal(ct_optimizer_find(op->name, &kind), op);
+        assert_ptr_equal(ct_optim_type_find(op->name, &kind), op);
         assert_int_equal(kind, k);
         assert_true(op->n_state >= 1 && op->n_state <= CT_OPT_MAX_STATE);
         assert_non_null(op->kernel);
         assert_true(op->default_lr > 0);
     }
-    assert_null(ct_optimizer_find("rmsprop", NULL));
-    assert_string_equal(ct_optimizer_list(), "adam|sgd|adamw|nesterov");
+    assert_null(ct_optim_type_find("rmsprop", NULL));
+    assert_string_equal(ct_optim_type_list(), "adam|sgd|adamw|nesterov");
 }
 
 /* ---------------- input conversion ---------------- */

@@ -390,7 +390,7 @@ enum { E_B = 6, E_STEPS = 5 };
 
 /* One training step on the host with the references; returns the loss sum. */
 static double host_step(const ct_model *m, float *P, float *M1, float *M2, const float *x, const int32_t *lab,
-                        const ct_optim *o, int t) {
+                        const ct_optim_hparams *o, int t) {
     const ct_layer *c = &m->layers[0], *p = &m->layers[1], *d = &m->layers[2];
     ref_conv_shape s = {E_B, c->ih, c->iw, c->ic, c->oc, c->k, c->k, c->stride, c->pad, c->oh, c->ow};
     size_t n1 = (size_t)E_B * c->oh * c->ow * c->oc, n2 = (size_t)E_B * p->oh * p->ow * p->oc, K = (size_t)p->oh * p->ow * p->oc;
@@ -450,9 +450,9 @@ static void test_end_to_end_adam(void **state) {
     const float scale = 1.0f / 255.0f;
     float x[E_B * 64];
     for (int i = 0; i < E_B * 64; i++) x[i] = (float)img[i] * scale;
-    ct_optim o = {.kind = CT_OPT_ADAM, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 1e-2f};
-    ct_opt opt;
-    assert_int_equal(ct_opt_setup(&opt, &m, &o), 0);
+    ct_optim_hparams o = {.kind = CT_OPT_ADAM, .lr = 1e-2f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 1e-2f};
+    ct_optim_state opt;
+    assert_int_equal(ct_optim_setup(&opt, &m, &o), 0);
     double max_loss_rel = 0;
     for (int t = 1; t <= E_STEPS; t++) {
         ct_model_set_batch(&m, img, lab, E_B, scale, 0.0f);
@@ -464,7 +464,7 @@ static void test_end_to_end_adam(void **state) {
         /* once per layer, from the last to the first */
         assert_int_equal(seen.n, m.n_layers);
         for (int i = 0; i < m.n_layers; i++) assert_int_equal(seen.order[i], m.n_layers - 1 - i);
-        ct_opt_step(&opt, o.lr);
+        ct_optim_step(&opt, o.lr);
         int32_t pred[E_B];
         double got = ct_model_read_results(&m, E_B, pred);
         double want = host_step(&m, P, M1, M2, x, lab, &o, t);
@@ -489,7 +489,7 @@ static void test_end_to_end_adam(void **state) {
     fprintf(stderr, "# max weight change over 5 steps %.3g, max loss rel err %.2g\n", moved, max_loss_rel);
     assert_true(moved > 1e-2);
     free(P); free(M1); free(M2); free(got); free(p0);
-    ct_opt_free(&opt);
+    ct_optim_free(&opt);
     ct_model_free(&m);
 }
 

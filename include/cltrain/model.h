@@ -167,7 +167,7 @@ void ct_model_backward(ct_model *m, int B, void (*on_layer_done)(void *ctx, int 
 void ct_layer_forward(ct_model *m, int i, int B);
 void ct_layer_backward(ct_model *m, int i, int B);
 void ct_model_zero_grad(ct_model *m);
-/* The NaN guard an optimizer step (ct_opt_step) reads on the device: sets
+/* The NaN guard an optimizer step (ct_optim_step) reads on the device: sets
  * m->flag when any gradient is NaN or Inf, so the step leaves everything as it
  * was; ct_model_read_results then sets m->nonfinite (the caller should undo
  * m->step if it goes on). */

@@ -12,7 +12,7 @@ typedef struct ct_train_opts {
     const char *model;     /* --model, default mnist-cnn */
     int epochs;            /* --epochs (1) */
     int batch;             /* --batch-size (128) */
-    ct_optim optim;        /* --optimizer, --lr, --weight-decay, --momentum */
+    ct_optim_hparams optim; /* --optimizer, --lr, --weight-decay, --momentum */
     uint64_t seed;         /* --seed (1) */
     int eval_every;        /* --eval-every N steps (0: at each epoch end only) */
     const char *device;    /* --device P:D */

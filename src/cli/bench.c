@@ -312,15 +312,15 @@ static int bench_kernels(const cli_opts *c) {
     return 0;
 }
 
-void cli_bench_step(ct_model *m, ct_opt *opt, int B) {
+void cli_bench_step(ct_model *m, ct_optim_state *opt, int B) {
     ct_model_zero_grad(m);
     ct_model_forward(m, B);
     ct_model_loss(m, B);
     ct_model_backward(m, B, NULL, NULL);
-    ct_opt_step(opt, opt->hp.lr);
+    ct_optim_step(opt, opt->hp.lr);
 }
 
-typedef struct { ct_model *m; ct_opt *o; int B; } step_arg;
+typedef struct { ct_model *m; ct_optim_state *o; int B; } step_arg;
 static void step_fn(void *p) {
     step_arg *a = p;
     cli_bench_step(a->m, a->o, a->B);
@@ -342,8 +342,8 @@ static int bench_train(const cli_opts *c, int steps) {
     int rc = cli_bench_setup(&m, &cl, c, o->gemm);
     if (rc) return rc;
     int B = o->batch;
-    ct_opt opt;
-    if ((rc = ct_opt_setup(&opt, &m, &o->optim))) {
+    ct_optim_state opt;
+    if ((rc = ct_optim_setup(&opt, &m, &o->optim))) {
         ct_model_free(&m);
         ct_cl_close(&cl);
         return rc;
@@ -381,7 +381,7 @@ static int bench_train(const cli_opts *c, int steps) {
     printf("step time: %.2f ms over %d steps (fastest %.2f ms); %.1f MFLOP per image (fwd+bwd); achieved %.1f GFLOP/s\n",
            t / steps * 1e3, steps, fastest * 1e3, 3 * m.flops_fwd * 1e-6, gflops);
     printf("process CPU time: %.2f ms per step, %.2f cores busy on average\n", cpu / steps * 1e3, cpu / t);
-    ct_opt_free(&opt);
+    ct_optim_free(&opt);
     ct_model_free(&m);
     ct_cl_close(&cl);
     /* start-up: the whole process, from exec to the end of the first training step
@@ -411,13 +411,13 @@ static int bench_probe(const cli_opts *c) {
     ct_cl cl;
     int rc = cli_bench_setup(&m, &cl, c, CT_GEMM_NATIVE);
     if (rc) return rc;
-    ct_opt opt;
-    if (!(rc = ct_opt_setup(&opt, &m, &o->optim))) {
+    ct_optim_state opt;
+    if (!(rc = ct_optim_setup(&opt, &m, &o->optim))) {
         step_arg a = {&m, &opt, o->batch};
         step_fn(&a);
         ct_model_read_results(&m, o->batch, NULL);
     }
-    ct_opt_free(&opt);
+    ct_optim_free(&opt);
     ct_model_free(&m);
     ct_cl_close(&cl);
     return rc;

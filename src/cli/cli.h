@@ -53,7 +53,7 @@ void cli_real_gradients(ct_model *m, int B);
 /* layer i's forward plus backward time, each the best of reps after a warm-up run */
 double cli_time_layer(ct_model *m, int i, int B, int reps);
 /* one training step on the loaded batch, as ct_train runs it (no host sync) */
-void cli_bench_step(ct_model *m, ct_opt *opt, int B);
+void cli_bench_step(ct_model *m, ct_optim_state *opt, int B);
 
 /* TFRecord files (cli/tfrecord.c): cli_tfr_args takes --tfrecord-image KEY,
  * --tfrecord-label KEY, --tfrecord-shape H,W,C, --train GLOB and --test GLOB

@@ -183,8 +183,8 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
     case O_MODEL: o->model = arg; o->model_set = 1; break;
     case O_LR: if (!(rc = cli_parse_num("lr", arg, 0, 1e9, &d))) { o->optim.lr = (float)d; o->lr_set = 1; } break;
     case O_OPT:
-        if (!ct_optimizer_find(arg, &o->optim.kind))
-            rc = ct_fail(CT_EINPUT, "--optimizer %s: expected one of %s", arg, ct_optimizer_list());
+        if (!ct_optim_type_find(arg, &o->optim.kind))
+            rc = ct_fail(CT_EINPUT, "--optimizer %s: expected one of %s", arg, ct_optim_type_list());
         break;
     case O_MOM: if (!(rc = cli_parse_num("momentum", arg, 0, 1, &d))) { o->optim.momentum = (float)d; o->momentum_set = 1; } break;
     case O_WD: if (!(rc = cli_parse_num("weight-decay", arg, 0, 10, &d))) { o->optim.wd = (float)d; o->wd_set = 1; } break;
@@ -279,7 +279,7 @@ int cli_parse_train(int argc, char **argv, cli_opts *co) {
         if (rc) return rc;
     }
     if (optind < argc) return ct_fail(CT_EINPUT, "unexpected argument '%s'; see `cltrain --help`", argv[optind]);
-    if (!o->lr_set) o->optim.lr = ct_optimizers[o->optim.kind]->default_lr;
+    if (!o->lr_set) o->optim.lr = ct_optim_types[o->optim.kind]->default_lr;
     co->data.seed = o->seed; /* image sets: which files the held-out split takes */
     return ct_train_check_files(o);
 }

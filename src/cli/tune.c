@@ -13,7 +13,7 @@
 #include <string.h>
 
 /* mean step time over k steps */
-static double step_time(ct_model *m, ct_opt *opt, int B, int k) {
+static double step_time(ct_model *m, ct_optim_state *opt, int B, int k) {
     ct_cl_finish(m->cl);
     double t0 = ct_now();
     for (int i = 0; i < k; i++) cli_bench_step(m, opt, B);
@@ -23,7 +23,7 @@ static double step_time(ct_model *m, ct_opt *opt, int B, int k) {
 
 /* the shipped defaults (model d) against the tuned choices (model t), interleaved: best of up
  * to 3 rounds (at least 1, more while one more ends before `until`) */
-static int compare_steps(ct_model *d, ct_opt *od, ct_model *t, ct_opt *ot, int B, int k, double until, double *t_def,
+static int compare_steps(ct_model *d, ct_optim_state *od, ct_model *t, ct_optim_state *ot, int B, int k, double until, double *t_def,
                          double *t_tuned) {
     *t_def = *t_tuned = 1e30;
     int r = 0;
@@ -32,7 +32,7 @@ static int compare_steps(ct_model *d, ct_opt *od, ct_model *t, ct_opt *ot, int B
         double r0 = ct_now();
         for (int use = 0; use < 2; use++) {
             ct_model *m = use ? t : d;
-            ct_opt *opt = use ? ot : od;
+            ct_optim_state *opt = use ? ot : od;
             cli_bench_step(m, opt, B); /* first launches of a new shape compile on PoCL */
             double tt = step_time(m, opt, B, k);
             double *best = use ? t_tuned : t_def;
@@ -192,8 +192,8 @@ static int take_budget(int *argc, char **argv, double *budget) {
     return 0;
 }
 
-static void free_model(ct_model *m, ct_cl *cl, ct_opt *opt) {
-    if (opt) ct_opt_free(opt);
+static void free_model(ct_model *m, ct_cl *cl, ct_optim_state *opt) {
+    if (opt) ct_optim_free(opt);
     ct_model_free(m);
     ct_cl_close(cl);
 }
@@ -210,9 +210,9 @@ int cmd_tune(int argc, char **argv) {
     /* d: the shipped defaults (the baseline); m: the tuned model */
     ct_model d, m, db = {.db_defaults = 1};
     ct_cl cld, cl;
-    ct_opt od, opt;
+    ct_optim_state od, opt;
     if ((rc = cli_bench_setup_db(&d, &cld, &c, CT_GEMM_NATIVE, &db))) return cli_fail(rc);
-    if ((rc = ct_opt_setup(&od, &d, &o.optim))) {
+    if ((rc = ct_optim_setup(&od, &d, &o.optim))) {
         free_model(&d, &cld, NULL);
         return cli_fail(rc);
     }
@@ -240,7 +240,7 @@ int cmd_tune(int argc, char **argv) {
         free_model(&d, &cld, &od);
         return cli_fail(rc);
     }
-    if ((rc = ct_opt_setup(&opt, &m, &o.optim))) {
+    if ((rc = ct_optim_setup(&opt, &m, &o.optim))) {
         free_model(&m, &cl, NULL);
         free_model(&d, &cld, &od);
         return cli_fail(rc);

@@ -4,8 +4,8 @@
 #include "cltrain/optim.h"
 #include <math.h>
 
-static void adam_args(const ct_opt *o, cl_kernel k, float lr) {
-    const ct_optim *h = &o->hp;
+static void adam_args(const ct_optim_state *o, cl_kernel k, float lr) {
+    const ct_optim_hparams *h = &o->hp;
     ct_model *m = o->m;
     /* bias corrections in double on the host */
     float bc1 = (float)(1.0 - pow(h->b1, m->step)), bc2 = (float)(1.0 - pow(h->b2, m->step));
@@ -13,7 +13,7 @@ static void adam_args(const ct_opt *o, cl_kernel k, float lr) {
              h->eps, h->wd, bc1, bc2);
 }
 
-const ct_optimizer ct_optim_adam = {
+const ct_optim_type ct_optim_adam = {
     .name = "adam",
     .help = "Adam; --weight-decay as lr*wd*p, outside the moments",
     .n_state = 2, /* first and second moments */

@@ -7,8 +7,8 @@
 #include "cltrain/optim.h"
 #include <math.h>
 
-static void adamw_args(const ct_opt *o, cl_kernel k, float lr) {
-    const ct_optim *h = &o->hp;
+static void adamw_args(const ct_optim_state *o, cl_kernel k, float lr) {
+    const ct_optim_hparams *h = &o->hp;
     ct_model *m = o->m;
     float bc1 = (float)(1.0 - pow(h->b1, m->step)), bc2 = (float)(1.0 - pow(h->b2, m->step));
     float wdt = h->lr > 0 ? (float)((double)h->wd * lr / h->lr) : 0.0f; /* wd times the schedule's factor */
@@ -16,7 +16,7 @@ static void adamw_args(const ct_opt *o, cl_kernel k, float lr) {
              h->eps, wdt, bc1, bc2);
 }
 
-const ct_optimizer ct_optim_adamw = {
+const ct_optim_type ct_optim_adamw = {
     .name = "adamw",
     .help = "AdamW, decay decoupled from the rate: --weight-decay is per step",
     .n_state = 2,

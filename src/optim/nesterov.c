@@ -3,13 +3,13 @@
  * Kernel nesterov_step, reference ref_nesterov; tested by tests/test_layers.c. */
 #include "cltrain/optim.h"
 
-static void nesterov_args(const ct_opt *o, cl_kernel k, float lr) {
-    const ct_optim *h = &o->hp;
+static void nesterov_args(const ct_optim_state *o, cl_kernel k, float lr) {
+    const ct_optim_hparams *h = &o->hp;
     ct_model *m = o->m;
     ct_kargs(k, m->params, o->state[0], m->grads, m->decay_mask, m->flag, (int)m->n_params, lr, h->momentum, h->wd);
 }
 
-const ct_optimizer ct_optim_nesterov = {
+const ct_optim_type ct_optim_nesterov = {
     .name = "nesterov",
     .help = "SGD with Nesterov momentum (PyTorch's form)",
     .n_state = 1,

@@ -275,11 +275,11 @@ static int validate(const ct_ckpt *st, const char *path) {
     if (st->ranks < 1 || st->ranks > 65536) return bad_field(path, "ranks", st->ranks, "1..65536");
     if (st->opt_kind < 0 || st->opt_kind >= CT_OPT_COUNT)
         return ct_fail(CT_EINPUT, "%s: checkpoint field optimizer is %d, expected one of %s (0..%d); the file is damaged or "
-                       "not written by cltrain", path, st->opt_kind, ct_optimizer_list(), CT_OPT_COUNT - 1);
+                       "not written by cltrain", path, st->opt_kind, ct_optim_type_list(), CT_OPT_COUNT - 1);
     if (st->opt_step < 0 || st->opt_step > st->next_batch)
         return bad_field(path, "optimizer step", st->opt_step, "0 up to the next batch");
     /* versions 1 and 2 always hold two buffers (hp_saved is 0 there), version 3 the optimizer's count */
-    int want = ct_optimizers[st->opt_kind]->n_state;
+    int want = ct_optim_types[st->opt_kind]->n_state;
     if (st->hp_saved ? st->n_state != want : st->n_state < want)
         return bad_field(path, "state buffers", st->n_state, want == 1 ? "1 for this optimizer" : "2 for this optimizer");
     if (st->hp_saved && !(isfinite(st->lr) && st->lr >= 0 && isfinite(st->momentum) && st->momentum >= 0 && st->momentum <= 1 &&
@@ -347,11 +347,11 @@ int ct_ckpt_load(ct_ckpt *st, const char *path) {
     if (!rc) rc = validate(st, path);
     if (!rc && version < 3) {
         /* two moment buffers were always written; the optimizer's own count travels on */
-        for (int i = ct_optimizers[st->opt_kind]->n_state; i < st->n_state; i++) {
+        for (int i = ct_optim_types[st->opt_kind]->n_state; i < st->n_state; i++) {
             free(st->state[i]);
             st->state[i] = NULL;
         }
-        st->n_state = ct_optimizers[st->opt_kind]->n_state;
+        st->n_state = ct_optim_types[st->opt_kind]->n_state;
     }
 out:
     free(buf);

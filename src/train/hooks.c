@@ -46,105 +46,105 @@ static const char *ar_note(const ct_grad_sync *g, const ct_grad_sync *since, cha
     return buf;
 }
 
-static int hook_tboard(ct_loop *L, const ct_step_info *si) {
-    if (!L->tb.events || !((si->g + 1) % L->o.progress_every == 0 || si->last)) return 0;
-    ct_tboard *tb = &L->tb;
+static int hook_tboard(ct_loop *loop, const ct_step_info *si) {
+    if (!loop->tb.events || !((si->g + 1) % loop->o.progress_every == 0 || si->last)) return 0;
+    ct_tboard *tb = &loop->tb;
     int64_t step = si->g + 1;
-    double el = ct_now() - L->iv_t0;
-    ct_tboard_scalar(tb, "train/loss", step, L->res->last_loss);
-    ct_tboard_scalar(tb, "train/accuracy", step, L->res->last_acc);
+    double el = ct_now() - loop->iv_t0;
+    ct_tboard_scalar(tb, "train/loss", step, loop->res->last_loss);
+    ct_tboard_scalar(tb, "train/accuracy", step, loop->res->last_acc);
     ct_tboard_scalar(tb, "lr", step, si->lr);
-    ct_tboard_scalar(tb, "images_per_s", step, L->iv_n / (ct_now() - L->t_iv));
-    ct_tboard_scalar(tb, "data_wait", step, el > 0 ? L->iv_wait / el : 0);
+    ct_tboard_scalar(tb, "images_per_s", step, loop->iv_n / (ct_now() - loop->t_iv));
+    ct_tboard_scalar(tb, "data_wait", step, el > 0 ? loop->iv_wait / el : 0);
     ct_tboard_flush(tb);
     return 0;
 }
 
-static int hook_progress(ct_loop *L, const ct_step_info *si) {
-    const ct_train_opts *o = &L->o;
-    if (o->quiet || !(L->tty || (si->g + 1) % o->progress_every == 0 || si->last)) return 0;
-    const ct_train_result *res = L->res;
-    FILE *out = L->out;
+static int hook_progress(ct_loop *loop, const ct_step_info *si) {
+    const ct_train_opts *o = &loop->o;
+    if (o->quiet || !(loop->tty || (si->g + 1) % o->progress_every == 0 || si->last)) return 0;
+    const ct_train_result *res = loop->res;
+    FILE *out = loop->out;
     char arbuf[64];
-    double el = ct_now() - L->iv_t0, ips = L->iv_n / (ct_now() - L->t_iv);
-    const char *ar = ar_note(&L->gs, &L->iv_ar, arbuf, sizeof arbuf);
-    if (L->tty) {
-        int w = 24, fill = (int)(w * (si->s + 1) / L->spe);
+    double el = ct_now() - loop->iv_t0, ips = loop->iv_n / (ct_now() - loop->t_iv);
+    const char *ar = ar_note(&loop->gs, &loop->iv_ar, arbuf, sizeof arbuf);
+    if (loop->tty) {
+        int w = 24, fill = (int)(w * (si->s + 1) / loop->spe);
         fprintf(out, "\repoch %d/%d [%.*s%*s] %ld/%ld loss %.4f acc %5.1f%% %6.0f img/s data-wait %4.1f%%%s ", si->epoch + 1,
-                o->epochs, fill, "========================", w - fill, "", si->s + 1, L->spe, res->last_loss,
-                100 * res->last_acc, ips, 100 * L->iv_wait / el, ar);
+                o->epochs, fill, "========================", w - fill, "", si->s + 1, loop->spe, res->last_loss,
+                100 * res->last_acc, ips, 100 * loop->iv_wait / el, ar);
         if (si->last) fputc('\n', out);
         fflush(out);
     } else {
         fprintf(out, "epoch %d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s data-wait %.1f%%%s\n", si->epoch + 1, si->s + 1,
-                L->spe, res->last_loss, 100 * res->last_acc, ips, 100 * L->iv_wait / el, ar);
+                loop->spe, res->last_loss, 100 * res->last_acc, ips, 100 * loop->iv_wait / el, ar);
     }
-    if (!L->tty || si->last) {
-        L->iv_loss = 0;
-        L->iv_correct = 0;
-        L->iv_n = 0;
-        L->iv_wait = 0;
-        L->t_iv = L->iv_t0 = ct_now();
-        L->iv_ar = L->gs;
+    if (!loop->tty || si->last) {
+        loop->iv_loss = 0;
+        loop->iv_correct = 0;
+        loop->iv_n = 0;
+        loop->iv_wait = 0;
+        loop->t_iv = loop->iv_t0 = ct_now();
+        loop->iv_ar = loop->gs;
     }
     return 0;
 }
 
 /* time spent in a hook does not count in the interval's images/s and data-wait */
-static void pause_interval(ct_loop *L, double since) {
-    L->t_iv += ct_now() - since;
-    L->iv_t0 += ct_now() - since;
+static void pause_interval(ct_loop *loop, double since) {
+    loop->t_iv += ct_now() - since;
+    loop->iv_t0 += ct_now() - since;
 }
 
-static int hook_eval(ct_loop *L, const ct_step_info *si) {
-    const ct_train_opts *o = &L->o;
-    int end = si->s == L->spe - 1 || si->g == L->total - 1;
-    if (!L->test || !((o->eval_every > 0 && (si->g + 1) % o->eval_every == 0 && !si->last) || (si->last && end))) return 0;
+static int hook_eval(ct_loop *loop, const ct_step_info *si) {
+    const ct_train_opts *o = &loop->o;
+    int end = si->s == loop->spe - 1 || si->g == loop->total - 1;
+    if (!loop->test || !((o->eval_every > 0 && (si->g + 1) % o->eval_every == 0 && !si->last) || (si->last && end))) return 0;
     double te = ct_now();
-    ct_dist_average_running_stats(&L->m);
+    ct_dist_average_running_stats(&loop->m);
     ct_eval_result ev;
-    int rc = ct_evaluate(&L->m, L->test, o->eval_src, o->limit_test, o->scale, o->shift, o->tta, &ev);
+    int rc = ct_evaluate(&loop->m, loop->test, o->eval_src, o->limit_test, o->scale, o->shift, o->tta, &ev);
     if (rc) return rc;
-    L->res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
-    if (L->tb.events) {
-        ct_tboard_scalar(&L->tb, "test/accuracy", si->g + 1, L->res->test_acc);
-        ct_tboard_scalar(&L->tb, "test/loss", si->g + 1, ev.loss / (ev.n ? ev.n : 1));
-        ct_tboard_flush(&L->tb);
+    loop->res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
+    if (loop->tb.events) {
+        ct_tboard_scalar(&loop->tb, "test/accuracy", si->g + 1, loop->res->test_acc);
+        ct_tboard_scalar(&loop->tb, "test/loss", si->g + 1, ev.loss / (ev.n ? ev.n : 1));
+        ct_tboard_flush(&loop->tb);
     }
     if (!o->quiet) {
         if (si->last) {
-            fprintf(L->out, "epoch %d: ", si->epoch + 1);
-            ct_eval_print(&ev, L->test->class_names, L->out, 0);
+            fprintf(loop->out, "epoch %d: ", si->epoch + 1);
+            ct_eval_print(&ev, loop->test->class_names, loop->out, 0);
         } else {
-            fprintf(L->out, "step %lld: test accuracy %.2f%%\n", (long long)si->g + 1, 100 * L->res->test_acc);
+            fprintf(loop->out, "step %lld: test accuracy %.2f%%\n", (long long)si->g + 1, 100 * loop->res->test_acc);
         }
     }
     ct_eval_free(&ev);
-    pause_interval(L, te);
+    pause_interval(loop, te);
     return 0;
 }
 
-static int hook_checkpoint(ct_loop *L, const ct_step_info *si) {
-    const ct_train_opts *o = &L->o;
-    if (!o->checkpoint || !(si->stop || si->s == L->spe - 1 || si->g == L->total - 1 ||
+static int hook_checkpoint(ct_loop *loop, const ct_step_info *si) {
+    const ct_train_opts *o = &loop->o;
+    if (!o->checkpoint || !(si->stop || si->s == loop->spe - 1 || si->g == loop->total - 1 ||
                             (o->checkpoint_every > 0 && (si->g + 1) % o->checkpoint_every == 0)))
         return 0;
     double tk = ct_now();
-    ct_dist_average_running_stats(&L->m);
-    int rc = L->writer ? ct_train_save(L, si->g + 1) : 0;
+    ct_dist_average_running_stats(&loop->m);
+    int rc = loop->writer ? ct_train_save(loop, si->g + 1) : 0;
     if (rc) return rc;
     ct_dist_note_checkpoint(o->checkpoint, si->g + 1);
-    pause_interval(L, tk);
+    pause_interval(loop, tk);
     return 0;
 }
 
-static int hook_signal(ct_loop *L, const ct_step_info *si) {
+static int hook_signal(ct_loop *loop, const ct_step_info *si) {
     if (!si->stop) return 0;
     int sig = atomic_load_explicit(&g_signal, memory_order_acquire);
     if (!sig) sig = SIGTERM; /* another rank got it */
-    L->res->signal = sig;
+    loop->res->signal = sig;
     return ct_fail(CT_EINTR, "stopped by %s after step %lld%s%s", sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)si->g + 1,
-                   L->o.checkpoint ? "; saved " : "", L->o.checkpoint ? L->o.checkpoint : "");
+                   loop->o.checkpoint ? "; saved " : "", loop->o.checkpoint ? loop->o.checkpoint : "");
 }
 
 const ct_train_hook ct_train_hooks[] = {hook_tboard, hook_progress, hook_eval, hook_checkpoint, hook_signal, NULL};

@@ -78,7 +78,7 @@ typedef struct ct_loop {
     ct_train_result *res;
     FILE *out;
     ct_model m;
-    ct_opt opt;
+    ct_optim_state opt;
     ct_cl cl;
     ct_feed f;
     ct_grad_sync gs;
@@ -102,15 +102,15 @@ typedef struct ct_loop {
 
 /* Step g: zero the gradients, forward, loss, backward, all-reduce, the
  * optimizer at the scheduled rate, the next batch's prefetch, read-back. */
-int ct_train_step(ct_loop *L, ct_step_info *si);
+int ct_train_step(ct_loop *loop, ct_step_info *si);
 
 /* After a step: each hook in turn; a non-zero return ends training with it. */
-typedef int (*ct_train_hook)(ct_loop *L, const ct_step_info *si);
+typedef int (*ct_train_hook)(ct_loop *loop, const ct_step_info *si);
 extern const ct_train_hook ct_train_hooks[];
 /* SIGINT/SIGTERM: the step finishes, the checkpoint is saved, training stops. */
 void ct_signals_install(void);
 void ct_signals_restore(void);
 int ct_signal_pending(void);
 /* Save the state of step `next` to --checkpoint (and a numbered copy with --keep). */
-int ct_train_save(ct_loop *L, int64_t next);
+int ct_train_save(ct_loop *loop, int64_t next);
 #endif

@@ -14,7 +14,7 @@ void ct_train_defaults(ct_train_opts *o) {
     o->model = "mnist-cnn";
     o->epochs = 1;
     o->batch = 128;
-    o->optim = (ct_optim){.kind = CT_OPT_ADAM, .lr = ct_optim_adam.default_lr, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0, .momentum = 0.9f};
+    o->optim = (ct_optim_hparams){.kind = CT_OPT_ADAM, .lr = ct_optim_adam.default_lr, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0, .momentum = 0.9f};
     o->seed = 1;
     o->gemm = CT_GEMM_NATIVE;
     o->conv = CT_CONV_AUTO;
@@ -193,21 +193,21 @@ double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total) {
 }
 
 
-int ct_train_save(ct_loop *L, int64_t next) {
-    const ct_train_opts *o = &L->o;
-    ct_model *m = &L->m;
-    ct_ckpt st = {.cfg = m->cfg, .seed = o->seed, .next_batch = next, .batch = o->batch, .n_train = L->n,
+int ct_train_save(ct_loop *loop, int64_t next) {
+    const ct_train_opts *o = &loop->o;
+    ct_model *m = &loop->m;
+    ct_ckpt st = {.cfg = m->cfg, .seed = o->seed, .next_batch = next, .batch = o->batch, .n_train = loop->n,
                   .opt_kind = o->optim.kind, .opt_step = m->step, .lr = o->optim.lr, .momentum = o->optim.momentum,
-                  .wd = o->optim.wd, .n_params = m->n_params, .params = L->buf.params, .n_state = L->opt.ops->n_state,
+                  .wd = o->optim.wd, .n_params = m->n_params, .params = loop->buf.params, .n_state = loop->opt.type->n_state,
                   .ranks = ct_world.size, .n_names = o->class_names ? m->n_classes : 0, .class_names = o->class_names,
-                  .data = {.split = o->data_split, .classes = L->train->n_classes}};
+                  .data = {.split = o->data_split, .classes = loop->train->n_classes}};
     snprintf(st.model_name, sizeof st.model_name, "%s", m->name);
     snprintf(st.data.kind, sizeof st.data.kind, "%s", o->dataset ? o->dataset : "");
     snprintf(st.data.path, sizeof st.data.path, "%s", o->data_dir ? o->data_dir : "");
     ct_model_get_params(m, st.params);
     for (int i = 0; i < st.n_state; i++) {
-        st.state[i] = L->buf.state[i];
-        ct_opt_get_state(&L->opt, i, st.state[i]);
+        st.state[i] = loop->buf.state[i];
+        ct_optim_get_state(&loop->opt, i, st.state[i]);
     }
     int rc = ct_ckpt_save(&st, o->checkpoint);
     if (rc == CT_EIO) return ct_train_save_failed(next);
@@ -216,32 +216,32 @@ int ct_train_save(ct_loop *L, int64_t next) {
         char path[4200];
         snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)next);
         if ((rc = ct_ckpt_save(&st, path)) == CT_EIO) return ct_train_save_failed(next);
-        if (L->n_kept == o->keep) {
-            snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)L->kept[0]);
+        if (loop->n_kept == o->keep) {
+            snprintf(path, sizeof path, "%s.%lld", o->checkpoint, (long long)loop->kept[0]);
             unlink(path);
-            memmove(L->kept, L->kept + 1, sizeof *L->kept * (size_t)(o->keep - 1));
-            L->n_kept--;
+            memmove(loop->kept, loop->kept + 1, sizeof *loop->kept * (size_t)(o->keep - 1));
+            loop->n_kept--;
         }
-        L->kept[L->n_kept++] = next;
+        loop->kept[loop->n_kept++] = next;
     }
     return rc;
 }
 
-static int load_model(ct_loop *L, ct_model *m, const char *spec) {
-    const ct_dataset *t = L->train;
-    return L->o.fit_model ? ct_model_load_shaped(m, spec, t->h, t->w, t->c, t->n_classes) : ct_model_load(m, spec);
+static int load_model(ct_loop *loop, ct_model *m, const char *spec) {
+    const ct_dataset *t = loop->train;
+    return loop->o.fit_model ? ct_model_load_shaped(m, spec, t->h, t->w, t->c, t->n_classes) : ct_model_load(m, spec);
 }
 
 /* --resume: the checkpoint fixes the model and the data order */
-static int open_resumed(ct_loop *L) {
-    ct_train_opts *o = &L->o;
-    ct_ckpt *ck = &L->ck;
+static int open_resumed(ct_loop *loop) {
+    ct_train_opts *o = &loop->o;
+    ct_ckpt *ck = &loop->ck;
     int rc;
     if ((rc = ct_ckpt_load(ck, o->resume))) return rc;
-    if ((rc = ct_model_parse(&L->m, ck->cfg, ck->model_name))) return rc;
+    if ((rc = ct_model_parse(&loop->m, ck->cfg, ck->model_name))) return rc;
     if (o->model_set) {
         ct_model other;
-        rc = load_model(L, &other, o->model);
+        rc = load_model(loop, &other, o->model);
         int same = !rc && !strcmp(other.cfg, ck->cfg);
         ct_model_free(&other);
         if (rc) return rc;
@@ -249,10 +249,10 @@ static int open_resumed(ct_loop *L) {
             return ct_fail(CT_EINPUT, "%s: this checkpoint holds model %s, not %s; resume without --model or start afresh",
                            o->resume, ck->model_name, o->model);
     }
-    if (L->m.n_params != ck->n_params) return ct_fail(CT_EINPUT, "%s: parameter count does not match its model", o->resume);
-    if (ck->n_train > L->train->n)
-        return ct_fail(CT_EINPUT, "%s: trained on %d samples per epoch but this data set has %d", o->resume, ck->n_train, L->train->n);
-    if (ck->ranks != L->R)
+    if (loop->m.n_params != ck->n_params) return ct_fail(CT_EINPUT, "%s: parameter count does not match its model", o->resume);
+    if (ck->n_train > loop->train->n)
+        return ct_fail(CT_EINPUT, "%s: trained on %d samples per epoch but this data set has %d", o->resume, ck->n_train, loop->train->n);
+    if (ck->ranks != loop->R)
         return ct_fail(CT_EINPUT, "%s: trained with %d rank%s of batch %d; resume with the same rank count (mpirun -np %d), "
                        "the data order depends on the global batch", o->resume, ck->ranks, ck->ranks == 1 ? "" : "s", ck->batch, ck->ranks);
     o->seed = ck->seed;
@@ -261,101 +261,101 @@ static int open_resumed(ct_loop *L) {
     ct_dist_note_checkpoint(o->resume, ck->next_batch);
     /* the optimizer goes on as it was; a flag given now overrides its setting */
     o->optim.kind = ck->opt_kind;
-    if (!o->lr_set) o->optim.lr = ck->hp_saved ? ck->lr : ct_optimizers[ck->opt_kind]->default_lr;
+    if (!o->lr_set) o->optim.lr = ck->hp_saved ? ck->lr : ct_optim_types[ck->opt_kind]->default_lr;
     if (ck->hp_saved && !o->momentum_set) o->optim.momentum = ck->momentum;
     if (ck->hp_saved && !o->wd_set) o->optim.wd = ck->wd;
-    L->g0 = ck->next_batch;
+    loop->g0 = ck->next_batch;
     return 0;
 }
 
 /* every rank starts from rank 0's state: the parameters, and on resume the optimizer's */
-static void broadcast_state(ct_loop *L) {
-    ct_model *m = &L->m;
+static void broadcast_state(ct_loop *loop) {
+    ct_model *m = &loop->m;
     float *p = ct_xmalloc(m->n_params * sizeof(float));
-    for (int k = 0; k <= (L->o.resume ? L->opt.ops->n_state : 0); k++) {
-        cl_mem b = k ? L->opt.state[k - 1] : m->params;
-        if (L->writer) ct_cl_read(&L->cl, b, 0, m->n_params * 4, p);
+    for (int k = 0; k <= (loop->o.resume ? loop->opt.type->n_state : 0); k++) {
+        cl_mem b = k ? loop->opt.state[k - 1] : m->params;
+        if (loop->writer) ct_cl_read(&loop->cl, b, 0, m->n_params * 4, p);
         ct_dist_bcast(p, m->n_params * 4);
-        if (!L->writer) ct_cl_write(&L->cl, b, 0, m->n_params * 4, p);
+        if (!loop->writer) ct_cl_write(&loop->cl, b, 0, m->n_params * 4, p);
     }
     free(p);
 }
 
 /* the device, the weights (initial or resumed), the optimizer, the log */
-static int setup(ct_loop *L) {
-    ct_train_opts *o = &L->o;
-    ct_model *m = &L->m;
-    const ct_dataset *t = L->train;
+static int setup(ct_loop *loop) {
+    ct_train_opts *o = &loop->o;
+    ct_model *m = &loop->m;
+    const ct_dataset *t = loop->train;
     int rc = ct_model_check_input(m, t->h, t->w, t->c, t->n_classes, "the training set");
-    if (!rc) rc = ct_cl_open_rank(&L->cl, o->device, ct_world.rank, ct_world.local_rank);
+    if (!rc) rc = ct_cl_open_rank(&loop->cl, o->device, ct_world.rank, ct_world.local_rank);
     m->conv_algo = o->conv;
-    if (!rc) rc = ct_model_setup(m, &L->cl, o->batch, o->gemm);
+    if (!rc) rc = ct_model_setup(m, &loop->cl, o->batch, o->gemm);
     if (rc) return rc;
     ct_model_init_weights(m, o->seed);
     m->label_smoothing = o->label_smoothing;
-    if ((rc = ct_opt_setup(&L->opt, m, &o->optim))) return rc;
+    if ((rc = ct_optim_setup(&loop->opt, m, &o->optim))) return rc;
     if (o->resume) {
-        ct_model_set_params(m, L->ck.params);
-        CT_ASSERT(L->ck.n_state == L->opt.ops->n_state); /* ct_ckpt_load checked it */
-        for (int i = 0; i < L->ck.n_state; i++) ct_opt_set_state(&L->opt, i, L->ck.state[i]);
-        m->step = L->ck.opt_step;
+        ct_model_set_params(m, loop->ck.params);
+        CT_ASSERT(loop->ck.n_state == loop->opt.type->n_state); /* ct_ckpt_load checked it */
+        for (int i = 0; i < loop->ck.n_state; i++) ct_optim_set_state(&loop->opt, i, loop->ck.state[i]);
+        m->step = loop->ck.opt_step;
     }
-    if (L->dist) {
-        broadcast_state(L);
-        ct_grad_sync_init(&L->gs, m, o->bucket_bytes ? o->bucket_bytes : (size_t)1 << 20);
+    if (loop->dist) {
+        broadcast_state(loop);
+        ct_grad_sync_init(&loop->gs, m, o->bucket_bytes ? o->bucket_bytes : (size_t)1 << 20);
     }
     if (o->checkpoint) {
-        L->buf.params = ct_xmalloc(m->n_params * 4);
-        for (int i = 0; i < L->opt.ops->n_state; i++) L->buf.state[i] = ct_xmalloc(m->n_params * 4);
-        L->kept = ct_xcalloc((size_t)(o->keep > 0 ? o->keep : 1), sizeof *L->kept);
+        loop->buf.params = ct_xmalloc(m->n_params * 4);
+        for (int i = 0; i < loop->opt.type->n_state; i++) loop->buf.state[i] = ct_xmalloc(m->n_params * 4);
+        loop->kept = ct_xcalloc((size_t)(o->keep > 0 ? o->keep : 1), sizeof *loop->kept);
     }
-    if (o->logdir && L->writer && (rc = ct_tboard_open(&L->tb, o->logdir))) return rc;
+    if (o->logdir && loop->writer && (rc = ct_tboard_open(&loop->tb, o->logdir))) return rc;
     return 0;
 }
 
 /* steps per epoch, the last step, the feed */
-static int plan(ct_loop *L) {
-    const ct_train_opts *o = &L->o;
-    L->n = o->limit_train > 0 && o->limit_train < L->train->n ? o->limit_train : L->train->n;
-    L->GB = (int64_t)o->batch * L->R; /* the global batch: R slices of o->batch */
-    L->spe = (long)((L->n + L->GB - 1) / L->GB);
-    L->total = (int64_t)L->spe * o->epochs;
-    if (o->max_steps && o->max_steps < L->total) L->total = o->max_steps;
-    if (L->g0 >= L->total)
+static int plan(ct_loop *loop) {
+    const ct_train_opts *o = &loop->o;
+    loop->n = o->limit_train > 0 && o->limit_train < loop->train->n ? o->limit_train : loop->train->n;
+    loop->GB = (int64_t)o->batch * loop->R; /* the global batch: R slices of o->batch */
+    loop->spe = (long)((loop->n + loop->GB - 1) / loop->GB);
+    loop->total = (int64_t)loop->spe * o->epochs;
+    if (o->max_steps && o->max_steps < loop->total) loop->total = o->max_steps;
+    if (loop->g0 >= loop->total)
         return ct_fail(CT_EINPUT, "%s: already trained %lld steps (%lld epochs); ask for more --epochs to go on", o->resume,
-                       (long long)L->g0, (long long)(L->g0 / L->spe));
-    if (L->g0 && !o->quiet)
-        fprintf(L->out, "resuming %s at step %lld (epoch %lld)\n", o->resume, (long long)L->g0, (long long)(L->g0 / L->spe) + 1);
-    L->pred = ct_xmalloc(sizeof(int32_t) * o->batch);
-    return ct_feed_open(&L->f, o, L->train, L->n, L->spe, L->total, &L->m, &L->cl);
+                       (long long)loop->g0, (long long)(loop->g0 / loop->spe));
+    if (loop->g0 && !o->quiet)
+        fprintf(loop->out, "resuming %s at step %lld (epoch %lld)\n", o->resume, (long long)loop->g0, (long long)(loop->g0 / loop->spe) + 1);
+    loop->pred = ct_xmalloc(sizeof(int32_t) * o->batch);
+    return ct_feed_open(&loop->f, o, loop->train, loop->n, loop->spe, loop->total, &loop->m, &loop->cl);
 }
 
-static void print_start(ct_loop *L) {
-    const ct_train_opts *o = &L->o;
+static void print_start(ct_loop *loop) {
+    const ct_train_opts *o = &loop->o;
     if (!o->quiet) {
-        fprintf(L->out, "device %d:%d %s (%s)\n", L->cl.plat_index, L->cl.dev_index, L->cl.device_name, L->cl.platform_name);
-        ct_model_summary(&L->m, L->out);
-        fprintf(L->out, "training on %d images, batch %lld, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
-                L->n, (long long)L->GB, L->spe, L->opt.ops->name, o->optim.lr, L->res->startup_s, L->cl.cache_misses,
-                L->cl.cache_hits);
+        fprintf(loop->out, "device %d:%d %s (%s)\n", loop->cl.plat_index, loop->cl.dev_index, loop->cl.device_name, loop->cl.platform_name);
+        ct_model_summary(&loop->m, loop->out);
+        fprintf(loop->out, "training on %d images, batch %lld, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
+                loop->n, (long long)loop->GB, loop->spe, loop->opt.type->name, o->optim.lr, loop->res->startup_s, loop->cl.cache_misses,
+                loop->cl.cache_hits);
     }
-    if (!L->dist) return;
-    char mine[320], *all = L->writer ? ct_xcalloc((size_t)L->R, sizeof mine) : NULL;
-    snprintf(mine, sizeof mine, "%.63s, device %d:%d %.200s", ct_world.host, L->cl.plat_index, L->cl.dev_index, L->cl.device_name);
+    if (!loop->dist) return;
+    char mine[320], *all = loop->writer ? ct_xcalloc((size_t)loop->R, sizeof mine) : NULL;
+    snprintf(mine, sizeof mine, "%.63s, device %d:%d %.200s", ct_world.host, loop->cl.plat_index, loop->cl.dev_index, loop->cl.device_name);
     ct_dist_gather_str(mine, all, (int)sizeof mine);
     if (!o->quiet) {
-        fprintf(L->out, "data-parallel: %d ranks x batch %d = global batch %lld; %.2f MB of gradients per step in %d all-reduce bucket%s\n",
-                L->R, o->batch, (long long)L->GB, L->gs.bytes / 1e6, L->gs.n_buckets, L->gs.n_buckets == 1 ? "" : "s");
-        for (int r = 0; r < L->R; r++) fprintf(L->out, "  rank %d: %s\n", r, all + (size_t)r * sizeof mine);
+        fprintf(loop->out, "data-parallel: %d ranks x batch %d = global batch %lld; %.2f MB of gradients per step in %d all-reduce bucket%s\n",
+                loop->R, o->batch, (long long)loop->GB, loop->gs.bytes / 1e6, loop->gs.n_buckets, loop->gs.n_buckets == 1 ? "" : "s");
+        for (int r = 0; r < loop->R; r++) fprintf(loop->out, "  rank %d: %s\n", r, all + (size_t)r * sizeof mine);
     }
     free(all);
 }
 
-/* NaN guard: the optimizer did not apply this step (ct_opt_step). 0: the step
+/* NaN guard: the optimizer did not apply this step (ct_optim_step). 0: the step
  * was good; 1: skipped (--on-nan skip); else the error that stops training. */
-static int nan_check(ct_loop *L, const ct_step_info *si) {
-    ct_model *m = &L->m;
-    const ct_train_opts *o = &L->o;
+static int nan_check(ct_loop *loop, const ct_step_info *si) {
+    ct_model *m = &loop->m;
+    const ct_train_opts *o = &loop->o;
     if (!m->nonfinite && isfinite(si->loss)) return 0;
     m->step--;
     int layer = ct_model_first_nonfinite_layer(m);
@@ -364,9 +364,9 @@ static int nan_check(ct_loop *L, const ct_step_info *si) {
                              ct_layer_names[m->layers[layer].type], m->layers[layer].line);
     else snprintf(where, sizeof where, "the loss");
     if (o->on_nan_skip) {
-        if (L->writer) fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n",
-                               L->tty ? "\n" : "", (long long)si->g + 1, where);
-        L->res->skipped++;
+        if (loop->writer) fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n",
+                               loop->tty ? "\n" : "", (long long)si->g + 1, where);
+        loop->res->skipped++;
         return 1;
     }
     return ct_fail(CT_ENAN, "step %lld (epoch %d): %s is NaN or infinite; training stopped before applying it%s%s; try a lower --lr (now %g)",
@@ -375,27 +375,27 @@ static int nan_check(ct_loop *L, const ct_step_info *si) {
 }
 
 /* the steps g0..total-1; *g_end: the steps done */
-static int run_steps(ct_loop *L, int64_t *g_end) {
-    ct_train_result *res = L->res;
+static int run_steps(ct_loop *loop, int64_t *g_end) {
+    ct_train_result *res = loop->res;
     int rc = 0;
-    L->t_iv = L->iv_t0 = ct_now();
-    L->iv_ar = L->gs;
+    loop->t_iv = loop->iv_t0 = ct_now();
+    loop->iv_ar = loop->gs;
     int64_t g;
-    for (g = L->g0; g < L->total; g++) {
-        ct_step_info si = {.g = g, .k = g - L->g0, .epoch = (int)(g / L->spe), .s = (long)(g % L->spe)};
-        if ((rc = ct_train_step(L, &si))) break;
-        if ((rc = nan_check(L, &si))) {
+    for (g = loop->g0; g < loop->total; g++) {
+        ct_step_info si = {.g = g, .k = g - loop->g0, .epoch = (int)(g / loop->spe), .s = (long)(g % loop->spe)};
+        if ((rc = ct_train_step(loop, &si))) break;
+        if ((rc = nan_check(loop, &si))) {
             if (rc == 1) { rc = 0; continue; }
             break;
         }
-        L->iv_loss += si.loss;
-        L->iv_n += si.Bg;
-        L->iv_wait += si.wait;
-        L->iv_correct += si.correct;
-        res->last_loss = L->iv_loss / L->iv_n;
-        res->last_acc = (double)L->iv_correct / L->iv_n;
-        si.last = si.s == L->spe - 1 || g == L->total - 1;
-        for (int h = 0; ct_train_hooks[h] && !rc; h++) rc = ct_train_hooks[h](L, &si);
+        loop->iv_loss += si.loss;
+        loop->iv_n += si.Bg;
+        loop->iv_wait += si.wait;
+        loop->iv_correct += si.correct;
+        res->last_loss = loop->iv_loss / loop->iv_n;
+        res->last_acc = (double)loop->iv_correct / loop->iv_n;
+        si.last = si.s == loop->spe - 1 || g == loop->total - 1;
+        for (int h = 0; ct_train_hooks[h] && !rc; h++) rc = ct_train_hooks[h](loop, &si);
         if (rc) {
             if (si.stop && rc == CT_EINTR) g++; /* the step stopped after is done */
             break;
@@ -406,10 +406,10 @@ static int run_steps(ct_loop *L, int64_t *g_end) {
 }
 
 /* the run's figures into res, and the closing lines */
-static void summarise(ct_loop *L, int64_t g, int rc) {
-    ct_train_result *res = L->res;
-    const ct_feed *f = &L->f;
-    FILE *out = L->out;
+static void summarise(ct_loop *loop, int64_t g, int rc) {
+    ct_train_result *res = loop->res;
+    const ct_feed *f = &loop->f;
+    FILE *out = loop->out;
     res->steps = g;
     res->producers = f->mode == CT_FEED_PIPE ? f->producers : 0;
     if (f->mode == CT_FEED_PIPE && f->pipe.slots) {
@@ -417,27 +417,27 @@ static void summarise(ct_loop *L, int64_t g, int rc) {
         ct_pipeline_stats_get((ct_pipeline *)&f->pipe, &st);
         if (st.producer_rate > 0) res->producer_rate = st.producer_rate;
     }
-    if (f->mode == CT_FEED_SYNC && res->total_s > 0) res->producer_rate = L->images / (res->wait_s > 1e-9 ? res->wait_s : 1e-9);
-    if (L->dist) {
-        res->buckets = L->gs.n_buckets;
-        if (L->gs.steps) {
-            res->allreduce_ms = 1e3 * L->gs.ar_s / L->gs.steps;
-            res->hidden_frac = L->gs.ar_s > 0 ? L->gs.hidden_s / L->gs.ar_s : 0;
-            res->exposed_ms = 1e3 * L->gs.exposed_s / L->gs.steps;
-            res->window_ms = 1e3 * L->gs.window_s / L->gs.steps;
+    if (f->mode == CT_FEED_SYNC && res->total_s > 0) res->producer_rate = loop->images / (res->wait_s > 1e-9 ? res->wait_s : 1e-9);
+    if (loop->dist) {
+        res->buckets = loop->gs.n_buckets;
+        if (loop->gs.steps) {
+            res->allreduce_ms = 1e3 * loop->gs.ar_s / loop->gs.steps;
+            res->hidden_frac = loop->gs.ar_s > 0 ? loop->gs.hidden_s / loop->gs.ar_s : 0;
+            res->exposed_ms = 1e3 * loop->gs.exposed_s / loop->gs.steps;
+            res->window_ms = 1e3 * loop->gs.window_s / loop->gs.steps;
         }
     }
-    res->images_per_s = res->total_s > 0 ? L->images / res->total_s : 0;
-    if (L->t_compute > 0) res->compute_rate = L->images / L->t_compute;
+    res->images_per_s = res->total_s > 0 ? loop->images / res->total_s : 0;
+    if (loop->t_compute > 0) res->compute_rate = loop->images / loop->t_compute;
     double bound = res->compute_rate;
     if (f->mode != CT_FEED_RESIDENT && res->producer_rate > 0 && res->producer_rate < bound) bound = res->producer_rate;
     res->efficiency = bound > 0 ? res->images_per_s / bound : 0;
-    if (L->dist)
+    if (loop->dist)
         CT_DEBUG(1, "rank %d: %.1f ms per step waiting for the other ranks at step ends, %.1f ms in gradient all-reduce", ct_world.rank,
-                 1e3 * L->sync_wait / (g - L->g0 > 0 ? g - L->g0 : 1), L->gs.steps ? 1e3 * L->gs.ar_s / L->gs.steps : 0.0);
-    if (L->o.quiet || rc) return;
+                 1e3 * loop->sync_wait / (g - loop->g0 > 0 ? g - loop->g0 : 1), loop->gs.steps ? 1e3 * loop->gs.ar_s / loop->gs.steps : 0.0);
+    if (loop->o.quiet || rc) return;
     fprintf(out, "trained %lld steps, %.0f images/s (%.1f GFLOP/s achieved), data-wait %.1f%%\n", (long long)g,
-            res->images_per_s, res->images_per_s * 3 * L->m.flops_fwd * 1e-9, 100 * res->wait_s / (res->total_s > 0 ? res->total_s : 1));
+            res->images_per_s, res->images_per_s * 3 * loop->m.flops_fwd * 1e-9, 100 * res->wait_s / (res->total_s > 0 ? res->total_s : 1));
     const char *mode = f->mode == CT_FEED_RESIDENT ? "resident" : f->mode == CT_FEED_SYNC ? "synchronous" : "pipelined";
     fprintf(out, "input: %s", mode);
     if (f->mode == CT_FEED_PIPE)
@@ -448,13 +448,13 @@ static void summarise(ct_loop *L, int64_t g, int rc) {
 }
 
 /* data-parallel: the ranks must hold the same parameters at the end */
-static int check_ranks(ct_loop *L) {
-    ct_dist_average_running_stats(&L->m);
-    if (!ct_dist_params_agree(&L->m))
+static int check_ranks(ct_loop *loop) {
+    ct_dist_average_running_stats(&loop->m);
+    if (!ct_dist_params_agree(&loop->m))
         return ct_fail(CT_EDEVICE, "the ranks' parameters differ after training (the all-reduce gave ranks different sums)");
-    if (!L->o.quiet)
-        fprintf(L->out, "all-reduce: %.2f ms per step, %.0f%% of it hidden behind backward, %.2f ms exposed; parameters identical on all %d ranks\n",
-                L->res->allreduce_ms, 100 * L->res->hidden_frac, L->res->exposed_ms, L->R);
+    if (!loop->o.quiet)
+        fprintf(loop->out, "all-reduce: %.2f ms per step, %.0f%% of it hidden behind backward, %.2f ms exposed; parameters identical on all %d ranks\n",
+                loop->res->allreduce_ms, 100 * loop->res->hidden_frac, loop->res->exposed_ms, loop->R);
     return 0;
 }
 
@@ -467,55 +467,55 @@ static int check_opts(const ct_train_opts *o) {
     return ct_train_check_files(o);
 }
 
-static void release(ct_loop *L) {
-    ct_tboard_close(&L->tb);
-    ct_ckpt_free(&L->ck);
-    ct_ckpt_free(&L->buf);
-    free(L->kept);
-    ct_feed_close(&L->f);
-    free(L->pred);
-    ct_grad_sync_free(&L->gs);
-    ct_opt_free(&L->opt);
-    ct_model_free(&L->m);
-    if (L->cl.ctx) ct_cl_close(&L->cl);
+static void release(ct_loop *loop) {
+    ct_tboard_close(&loop->tb);
+    ct_ckpt_free(&loop->ck);
+    ct_ckpt_free(&loop->buf);
+    free(loop->kept);
+    ct_feed_close(&loop->f);
+    free(loop->pred);
+    ct_grad_sync_free(&loop->gs);
+    ct_optim_free(&loop->opt);
+    ct_model_free(&loop->m);
+    if (loop->cl.ctx) ct_cl_close(&loop->cl);
 }
 
 int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out) {
     memset(res, 0, sizeof *res);
     int rc = check_opts(opts);
     if (rc) return rc;
-    ct_loop *L = ct_xcalloc(1, sizeof *L);
-    L->o = *opts;
-    L->train = train;
-    L->test = test;
-    L->res = res;
-    L->out = out;
-    L->R = ct_world.size;
-    L->dist = L->R > 1;
-    L->writer = ct_world.rank == 0;
-    if (!L->writer) L->o.quiet = 1; /* rank 0 alone prints, logs and saves */
+    ct_loop *loop = ct_xcalloc(1, sizeof *loop);
+    loop->o = *opts;
+    loop->train = train;
+    loop->test = test;
+    loop->res = res;
+    loop->out = out;
+    loop->R = ct_world.size;
+    loop->dist = loop->R > 1;
+    loop->writer = ct_world.rank == 0;
+    if (!loop->writer) loop->o.quiet = 1; /* rank 0 alone prints, logs and saves */
     double t_start = ct_now();
-    rc = L->o.resume ? open_resumed(L) : load_model(L, &L->m, L->o.model);
-    if (!rc) rc = setup(L);
+    rc = loop->o.resume ? open_resumed(loop) : load_model(loop, &loop->m, loop->o.model);
+    if (!rc) rc = setup(loop);
     int handlers = !rc;
     if (handlers) ct_signals_install();
-    if (!rc) rc = plan(L);
+    if (!rc) rc = plan(loop);
     if (!rc) {
         res->startup_s = ct_now() - t_start;
-        print_start(L);
-        L->tty = isatty(fileno(out)) && !L->o.quiet && !ct_world.mpi; /* mpirun hands ranks a pty even when its own output is a file */
+        print_start(loop);
+        loop->tty = isatty(fileno(out)) && !loop->o.quiet && !ct_world.mpi; /* mpirun hands ranks a pty even when its own output is a file */
         int64_t g = 0;
-        rc = run_steps(L, &g);
-        summarise(L, g, rc);
-        if (!rc && L->dist) rc = check_ranks(L);
-        if (!rc && L->o.keep_params) {
-            res->n_params = L->m.n_params;
-            res->params = ct_xmalloc(L->m.n_params * sizeof(float));
-            ct_model_get_params(&L->m, res->params);
+        rc = run_steps(loop, &g);
+        summarise(loop, g, rc);
+        if (!rc && loop->dist) rc = check_ranks(loop);
+        if (!rc && loop->o.keep_params) {
+            res->n_params = loop->m.n_params;
+            res->params = ct_xmalloc(loop->m.n_params * sizeof(float));
+            ct_model_get_params(&loop->m, res->params);
         }
     }
     if (handlers) ct_signals_restore();
-    release(L);
-    free(L);
+    release(loop);
+    free(loop);
     return rc;
 }
