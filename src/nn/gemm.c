@@ -2,12 +2,12 @@
  * CLBlast path. The default variant and parameters come from the device
  * class table in gemm_defaults.c, or CLTRAIN_GEMM ("TM,NV,KCHUNK" for the
  * register kernel, "local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK" for the local
- * one); a tuning database (tune.c) picks per shape. Programs are built once
- * per parameter set and shared by the shapes that use them. Weight-gradient
- * products (reduction over the batch, transA), and on CPUs products whose B
- * outgrows a core's cache, are split along K into cache-sized chunks whose
- * partial tiles gemm_reduce sums: without it every tile would stream the
- * whole activation matrix (or B) once more.
+ * one); a tuning database (gemm_db.c) picks per shape. Programs are built
+ * once per parameter set (gemm_prog.c) and shared by the shapes that use
+ * them. Weight-gradient products (reduction over the batch, transA), and on
+ * CPUs products whose B outgrows a core's cache, are split along K into
+ * cache-sized chunks whose partial tiles gemm_reduce sums: without it every
+ * tile would stream the whole activation matrix (or B) once more.
  * Tested by tests/test_gemm.c; timed by `cltrain bench kernels`. */
 #include "cltrain/gemm.h"
 #include <limits.h>
@@ -42,35 +42,6 @@ int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *c, int transA, int M, in
     if (!transA && tiles >= busy && !b_spills) return 1;
     int s = (K + c->kchunk - 1) / c->kchunk;
     return s > 1024 ? 1024 : s;
-}
-
-ct_gemm_choice *ct_gemm_find(ct_gemm *g, int transA, int transB, int M, int N, int K) {
-    for (int i = 0; i < g->n_choices; i++) {
-        ct_gemm_choice *c = &g->choices[i];
-        if (c->transA == transA && c->transB == transB && c->M == M && c->N == N && c->K == K) return c;
-    }
-    return NULL;
-}
-
-int ct_conv_same_shape(const ct_conv_choice *a, const ct_conv_choice *b) {
-    return a->B == b->B && a->ih == b->ih && a->iw == b->iw && a->ic == b->ic && a->oc == b->oc && a->pad == b->pad;
-}
-
-const ct_conv_choice *ct_conv_find(const ct_gemm *g, const ct_conv_choice *key) {
-    for (int i = 0; i < g->n_convs; i++)
-        if (ct_conv_same_shape(&g->convs[i], key)) return &g->convs[i];
-    return NULL;
-}
-
-int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c) {
-    if (c->tile < 0 || c->tile > 4 || c->tile == 3)
-        return ct_fail(CT_EINPUT, "conv choice: tile %d; use 0 (im2col), 1 (direct), 2 or 4 (Winograd F(2x2) or F(4x4))",
-                       c->tile);
-    ct_conv_choice *old = (ct_conv_choice *)ct_conv_find(g, c);
-    if (!old && g->n_convs == CT_CONV_MAX_CHOICES)
-        return ct_fail(CT_EINPUT, "conv choices: more than %d shapes", CT_CONV_MAX_CHOICES);
-    *(old ? old : &g->convs[g->n_convs++]) = *c;
-    return 0;
 }
 
 void ct_gemm_default_for(const ct_gemm *g, int N, int *prog, ct_gemm_cfg *cfg) {
@@ -261,18 +232,6 @@ void ct_gemm_free(ct_gemm *g) {
     if (g->k_transpose) clReleaseKernel(g->k_transpose);
     ct_cl_release(&g->work);
     memset(g, 0, sizeof *g);
-}
-
-int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int path, const ct_gemm_cfg *cfg) {
-    int prog = -1;
-    if (path == CT_GEMM_NATIVE && (prog = ct_gemm_prog_get(g, cfg)) < 0) return CT_EDEVICE;
-    ct_gemm_choice *c = ct_gemm_find(g, transA, transB, M, N, K);
-    if (!c) {
-        if (g->n_choices >= CT_GEMM_MAX_SHAPES) return ct_fail(CT_EINPUT, "more than %d tuned GEMM shapes", CT_GEMM_MAX_SHAPES);
-        c = &g->choices[g->n_choices++];
-    }
-    *c = (ct_gemm_choice){transA, transB, M, N, K, path, path == CT_GEMM_NATIVE ? *cfg : g->def, prog};
-    return 0;
 }
 
 static void run_reduce_n(ct_gemm *g, int count, int M, int N, int S, float alpha, cl_mem P, size_t offP, int ldp, float beta,
