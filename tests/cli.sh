@@ -90,6 +90,22 @@ expect_fail "cfg: input shape differs from data" 2 "expects 32x32x3" -- "$bin" f
 expect_fail "cfg: missing file" 2 "nofile.cfg" -- "$bin" fashion-mnist --data "$tmp/set" --model "$tmp/nofile.cfg"
 expect_fail "unknown built-in model" 2 "no such built-in model" -- "$bin" fashion-mnist --data "$tmp/set" --model resnet999
 
+# --- the device class: CLTRAIN_DEVICE_CLASS picks the kernel shapes; a misspelt value is bad input ---
+expect_fail "CLTRAIN_DEVICE_CLASS misspelt" 2 "CLTRAIN_DEVICE_CLASS='gpx': expected gpu, cpu or auto" -- env CLTRAIN_DEVICE_CLASS=gpx "$bin" fashion-mnist --data "$tmp/set" --steps 1
+expect_fail "CLTRAIN_DEVICE_CLASS misspelt (devices)" 2 "CLTRAIN_DEVICE_CLASS='CPU'" -- env CLTRAIN_DEVICE_CLASS=CPU "$bin" devices
+for c in gpu cpu; do
+  out=$(CLTRAIN_DEVICE_CLASS=$c "$bin" fashion-mnist --data "$tmp/set" --steps 1 --batch-size 2 2>&1)
+  dev=$(CLTRAIN_DEVICE_CLASS=$c "$bin" devices 2>&1)
+  if grep -q "^device .*kernels: class $c (CLTRAIN_DEVICE_CLASS)" <<<"$out" && grep -q "kernels: class $c (CLTRAIN_DEVICE_CLASS)" <<<"$dev"; then
+    ok "CLTRAIN_DEVICE_CLASS=$c: the run and \`cltrain devices\` say class $c and why"
+  else
+    notok "CLTRAIN_DEVICE_CLASS=$c: the run and \`cltrain devices\` say class $c and why" "$(grep -m1 '^device' <<<"$out")" "$(grep -m1 'class' <<<"$dev")"
+  fi
+done
+out=$(env -u CLTRAIN_DEVICE_CLASS "$bin" devices 2>&1)
+if grep -qE "kernels: class (cpu|gpu) \(device type" <<<"$out"; then ok "without CLTRAIN_DEVICE_CLASS the class comes from the device type"
+else notok "without CLTRAIN_DEVICE_CLASS the class comes from the device type" "$(head -5 <<<"$out")"; fi
+
 # --- device memory: a batch that cannot fit names the buffer and suggests a smaller batch ---
 # (one 8 GiB activation buffer: beyond what PoCL allows in one buffer on any machine
 # with less than about 60 GiB of memory, whatever else is running)

@@ -221,14 +221,30 @@ static void test_tables(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_int_equal(ct_gemm_cfg_check(&bad[i]), CT_EINPUT);
 }
 
-/* a CPU device gets the row for its SIMD width: AVX-512 (16 floats) the
+/* class gpu gets a GPU row and the local-memory kernel; class cpu the row for its SIMD width: AVX-512 (16 floats) the
  * cpu-avx512 row, narrower ones (AVX2 here) the cpu row, whose register
  * tile fits 16 registers; and the row's narrow and wide kernels by N */
 static void test_table_row(void **state) {
     (void)state;
     CT_NEED_CL();
     const char *env = getenv("CLTRAIN_GEMM");
-    if (!g_cl.is_cpu || (env && *env)) skip();
+    if (env && *env) skip();
+    if (g_cl.is_gpu) {
+        /* class gpu (a GPU, or CLTRAIN_DEVICE_CLASS=gpu on any device): a GPU row,
+         * the local-memory kernel for every shape (no narrow or wide kernels) */
+        const ct_gemm_default *r = ct_gemm_defaults;
+        while (r->cls && strcmp(r->cls, g_gemm.def_from)) r++;
+        assert_non_null(r->cls);
+        assert_int_equal(r->type, CL_DEVICE_TYPE_GPU);
+        assert_int_equal(g_gemm.def.variant, CT_GEMM_LOCAL);
+        int prog;
+        ct_gemm_cfg c;
+        ct_gemm_default_for(&g_gemm, 16, &prog, &c);
+        assert_int_equal(prog, g_gemm.def_prog);
+        ct_gemm_default_for(&g_gemm, 4096, &prog, &c);
+        assert_int_equal(prog, g_gemm.def_prog);
+        return;
+    }
     cl_uint vec = 0;
     clGetDeviceInfo(g_cl.device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vec, &vec, NULL);
     assert_string_equal(g_gemm.def_from, vec >= 16 ? "cpu-avx512" : "cpu");

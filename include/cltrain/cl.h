@@ -25,6 +25,14 @@ typedef struct ct_cl {
     cl_command_queue xfer;   /* transfer queue (in order), may equal queue */
     char platform_name[256], device_name[256], driver_version[128];
     char device_version[128], platform_version[256];
+    cl_device_type type;     /* CL_DEVICE_TYPE as the device reports it */
+    /* The device class in force: which kernel shapes run (GEMM variant and
+     * split, Winograd fused or not, direct convolutions, 16-wide kernels,
+     * work-group sizes), not what the hardware is. Exactly one of is_cpu and
+     * is_gpu is set. CLTRAIN_DEVICE_CLASS=cpu|gpu forces it on any device;
+     * otherwise ct_cl_class_auto decides from the device type. */
+    int dev_class;           /* CT_CLASS_CPU or CT_CLASS_GPU */
+    const char *class_why;   /* "CLTRAIN_DEVICE_CLASS", "device type CPU", ... */
     int is_cpu, is_gpu;
     int compute_units;
     int float_width;         /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
@@ -35,6 +43,21 @@ typedef struct ct_cl {
     int profile;             /* CLTRAIN_DEBUG>=2: per-kernel times */
     int cache_hits, cache_misses;
 } ct_cl;
+
+enum { CT_CLASS_CPU = 0, CT_CLASS_GPU = 1 };
+/* "cpu" or "gpu" */
+const char *ct_cl_class_name(int cls);
+/* The class a device type gets (CLTRAIN_DEVICE_CLASS=auto): CT_CLASS_CPU for a
+ * device that reports the CPU type bit and not the GPU bit; CT_CLASS_GPU for
+ * every other (GPU, accelerator, and a device reporting both the GPU and the
+ * CPU bit, as Oclgrind does: the GPU shapes are the portable ones, since the
+ * CPU-shaped kernels keep kilobytes of private arrays per work-item that a
+ * GPU would spill, and a simulator is there to check work-groups, local
+ * memory and barriers). *why says which rule applied (a static string). */
+int ct_cl_class_auto(cl_device_type t, const char **why);
+/* CLTRAIN_DEVICE_CLASS: *cls = CT_CLASS_CPU or CT_CLASS_GPU when forced, -1
+ * for auto (unset, empty or "auto"); CT_EINPUT for any other value. */
+int ct_cl_class_env(int *cls);
 
 /* Print every platform and device with the PLATFORM:DEVICE index --device takes. */
 int ct_cl_list(FILE *out);

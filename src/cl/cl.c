@@ -41,6 +41,31 @@ void ct_cl_die(cl_int e, const char *call, const char *file, int line) {
     abort();
 }
 
+const char *ct_cl_class_name(int cls) { return cls == CT_CLASS_GPU ? "gpu" : "cpu"; }
+
+int ct_cl_class_auto(cl_device_type t, const char **why) {
+    int gpu = !!(t & CL_DEVICE_TYPE_GPU), cpu = !!(t & CL_DEVICE_TYPE_CPU);
+    if (cpu && !gpu) { *why = "device type CPU"; return CT_CLASS_CPU; }
+    *why = gpu && cpu ? "device type GPU and CPU: GPU wins" : gpu ? "device type GPU" : "device type neither GPU nor CPU";
+    return CT_CLASS_GPU;
+}
+
+int ct_cl_class_env(int *cls) {
+    const char *s = getenv("CLTRAIN_DEVICE_CLASS");
+    *cls = -1;
+    if (!s || !*s || !strcmp(s, "auto")) return 0;
+    if (!strcmp(s, "cpu")) *cls = CT_CLASS_CPU;
+    else if (!strcmp(s, "gpu")) *cls = CT_CLASS_GPU;
+    else return ct_fail(CT_EINPUT, "CLTRAIN_DEVICE_CLASS='%s': expected gpu, cpu or auto (unset: auto, from the device type)", s);
+    return 0;
+}
+
+/* the class a device of type t runs with, and why */
+static int device_class(cl_device_type t, int forced, const char **why) {
+    if (forced >= 0) { *why = "CLTRAIN_DEVICE_CLASS"; return forced; }
+    return ct_cl_class_auto(t, why);
+}
+
 static int get_platforms(cl_platform_id **out, cl_uint *n) {
     *out = NULL;
     *n = 0;
@@ -68,7 +93,10 @@ static int get_devices(cl_platform_id p, cl_device_id **out, cl_uint *n) {
 int ct_cl_list(FILE *out) {
     cl_platform_id *plats;
     cl_uint np;
-    int rc = get_platforms(&plats, &np);
+    int forced;
+    int rc = ct_cl_class_env(&forced);
+    if (rc) return rc;
+    rc = get_platforms(&plats, &np);
     if (rc) return rc;
     for (cl_uint p = 0; p < np; p++) {
         char name[256] = "", ver[256] = "";
@@ -90,10 +118,14 @@ int ct_cl_list(FILE *out) {
             clGetDeviceInfo(devs[d], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gm, &gm, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
-            const char *ts = (t & CL_DEVICE_TYPE_GPU) ? "GPU" : (t & CL_DEVICE_TYPE_CPU) ? "CPU"
+            const char *ts = (t & CL_DEVICE_TYPE_GPU) && (t & CL_DEVICE_TYPE_CPU) ? "GPU+CPU"
+                           : (t & CL_DEVICE_TYPE_GPU) ? "GPU" : (t & CL_DEVICE_TYPE_CPU) ? "CPU"
                            : (t & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator" : "other";
-            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, max clock %u MHz, global memory %.1f GiB, local memory %.0f KiB, %s\n",
-                    p, d, ts, dn, cu, mhz, (double)gm / (1 << 30), (double)lm / 1024, cver);
+            const char *why;
+            int cls = device_class(t, forced, &why);
+            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, max clock %u MHz, global memory %.1f GiB, local memory %.0f KiB, %s\n"
+                         "        kernels: class %s (%s)\n",
+                    p, d, ts, dn, cu, mhz, (double)gm / (1 << 30), (double)lm / 1024, cver, ct_cl_class_name(cls), why);
         }
         free(devs);
     }
@@ -120,6 +152,8 @@ int ct_cl_open(ct_cl *cl, const char *spec) { return ct_cl_open_rank(cl, spec, 0
 
 int ct_cl_open_rank(ct_cl *cl, const char *spec, int rank, int local_rank) {
     memset(cl, 0, sizeof *cl);
+    int forced, rc = ct_cl_class_env(&forced);
+    if (rc) return rc;
     const char *from = "--device";
     if (!spec || !*spec) { spec = getenv("CLTRAIN_DEVICE"); from = "CLTRAIN_DEVICE"; }
     if (spec && !*spec) spec = NULL;
@@ -181,8 +215,7 @@ static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
                 cl->device = devs[d];
                 cl->plat_index = (int)p;
                 cl->dev_index = (int)d;
-                cl->is_gpu = !!(t & CL_DEVICE_TYPE_GPU);
-                cl->is_cpu = !!(t & CL_DEVICE_TYPE_CPU);
+                cl->type = t;
                 found = 1;
             }
             free(devs);
@@ -193,6 +226,11 @@ static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
         if (spec) return ct_fail(CT_EINPUT, "%s '%s': no such device; `cltrain devices` lists the PLATFORM:DEVICE indices", from, spec);
         return ct_fail(CT_EDEVICE, "no OpenCL device found; check `clinfo` (Debian: pocl-opencl-icd gives a CPU device)");
     }
+    int forced;
+    ct_cl_class_env(&forced); /* checked by the caller */
+    cl->dev_class = device_class(cl->type, forced, &cl->class_why);
+    cl->is_gpu = cl->dev_class == CT_CLASS_GPU;
+    cl->is_cpu = !cl->is_gpu;
     clGetPlatformInfo(cl->platform, CL_PLATFORM_NAME, sizeof cl->platform_name, cl->platform_name, NULL);
     clGetPlatformInfo(cl->platform, CL_PLATFORM_VERSION, sizeof cl->platform_version, cl->platform_version, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_NAME, sizeof cl->device_name, cl->device_name, NULL);
@@ -218,8 +256,9 @@ static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
     CL_TRY(e);
     cl->xfer = clCreateCommandQueue(cl->ctx, cl->device, 0, &e);
     if (e != CL_SUCCESS) cl->xfer = cl->queue;
-    CT_DEBUG(1, "device %d:%d %s (%s, driver %s, %d compute units)", cl->plat_index, cl->dev_index,
-             cl->device_name, cl->platform_name, cl->driver_version, cl->compute_units);
+    CT_DEBUG(1, "device %d:%d %s (%s, driver %s, %d compute units), class %s (%s)", cl->plat_index, cl->dev_index,
+             cl->device_name, cl->platform_name, cl->driver_version, cl->compute_units, ct_cl_class_name(cl->dev_class),
+             cl->class_why);
     return 0;
 }
 

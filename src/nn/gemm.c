@@ -140,13 +140,13 @@ static int parse_env(const char *env, ct_gemm_cfg *c) {
     return 0;
 }
 
-/* the first table row matching the device's type, vendor (or platform name)
+/* the first table row matching the device's class, vendor (or platform name)
  * and native float vector width */
 static const ct_gemm_default *table_row(const ct_cl *cl) {
     char vendor[256] = "";
-    cl_device_type t = 0;
+    /* the class in force (CLTRAIN_DEVICE_CLASS or the device type), not the type bits */
+    cl_device_type t = cl->is_gpu ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_CPU;
     clGetDeviceInfo(cl->device, CL_DEVICE_VENDOR, sizeof vendor, vendor, NULL);
-    clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof t, &t, NULL);
     const ct_gemm_default *d = ct_gemm_defaults;
     for (; d->cls; d++) {
         if (d->type && !(t & d->type)) continue;

@@ -66,6 +66,8 @@ void ct_gemm_db_default_path(const ct_gemm *g, char *out, size_t n) {
     char dir[4000];
     ct_cl_cache_dir(dir, sizeof dir);
     uint64_t h = ct_hash_str(ct_hash_str(0xcbf29ce484222325ull, g->cl->platform_name), g->cl->device_name);
+    /* one database per class: what was measured with one class's kernel shapes is no choice for the other */
+    if (g->cl->dev_class != CT_CLASS_CPU) h = ct_hash_str(h, ct_cl_class_name(g->cl->dev_class));
     snprintf(out, n, "%s/gemm-tune-%016llx.txt", dir, (unsigned long long)h);
 }
 

@@ -1,4 +1,5 @@
-/* nn/gemm_defaults.c: the shipped GEMM choice per device class, and the
+/* nn/gemm_defaults.c: the shipped GEMM choice per device class (the class in
+ * force, CLTRAIN_DEVICE_CLASS or the device type: cl.h), and the
  * candidates `cltrain tune` searches. One table each, read top to bottom;
  * the first row whose device type, vendor and vector width match is used
  * (ct_gemm_init).
@@ -23,7 +24,8 @@ const ct_gemm_default ct_gemm_defaults[] = {
     {"amd",        CL_DEVICE_TYPE_GPU, "Advanced Micro Devices", 0,  LOCAL(64, 64, 16, 4, 4, 4, 128), 0, 0}, /* estimate, not measured */
     {"amd",        CL_DEVICE_TYPE_GPU, "AMD",                    0,  LOCAL(64, 64, 16, 4, 4, 4, 128), 0, 0}, /* estimate, not measured */
     {"intel",      CL_DEVICE_TYPE_GPU, "Intel",                  0,  LOCAL(32, 32, 16, 4, 4, 4, 128), 0, 0}, /* estimate: smaller work-groups */
-    {"fallback",   0,                  NULL,                     0,  REG(4, 1, 128), 0, 0},               /* any other device: the old GPU row */
+    {"gpu",        CL_DEVICE_TYPE_GPU, NULL,                     0,  LOCAL(32, 32, 16, 4, 4, 4, 128), 0, 0}, /* any other GPU (and class gpu on a CPU): 64 work-items, 4 KiB of local memory, the smallest demands */
+    {"fallback",   0,                  NULL,                     0,  REG(4, 1, 128), 0, 0},               /* reached by no class; gemm.cl's build parameters when the default is local, and the default when a local one does not fit */
     {NULL, 0, NULL, 0, REG(0, 0, 0), 0, 0},
 };
 

@@ -333,7 +333,8 @@ static int plan(ct_loop *loop) {
 static void print_start(ct_loop *loop) {
     const ct_train_opts *o = &loop->o;
     if (!o->quiet) {
-        fprintf(loop->out, "device %d:%d %s (%s)\n", loop->cl.plat_index, loop->cl.dev_index, loop->cl.device_name, loop->cl.platform_name);
+        fprintf(loop->out, "device %d:%d %s (%s), kernels: class %s (%s)\n", loop->cl.plat_index, loop->cl.dev_index,
+                loop->cl.device_name, loop->cl.platform_name, ct_cl_class_name(loop->cl.dev_class), loop->cl.class_why);
         ct_model_summary(&loop->m, loop->out);
         fprintf(loop->out, "training on %d images, batch %lld, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
                 loop->n, (long long)loop->GB, loop->spe, loop->opt.type->name, o->optim.lr, loop->res->startup_s, loop->cl.cache_misses,
