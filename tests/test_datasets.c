@@ -18,7 +18,7 @@
 
 static void test_table(void **state) {
     (void)state;
-    assert_string_equal(ct_dataset_list(), "mnist, fashion-mnist, cifar10, cifar100, images");
+    assert_string_equal(ct_dataset_list(), "mnist, fashion-mnist, cifar10, cifar100, images, arrays");
     for (int i = 0; i < ct_n_datasets; i++) {
         const ct_dataset_def *s = &ct_datasets[i];
         assert_non_null(s->name);

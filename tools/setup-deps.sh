@@ -11,7 +11,7 @@ set -e
 pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
 libclblast-dev libstb-dev libturbojpeg0-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
 libopenmpi-dev openmpi-bin clang libclang-rt-14-dev iproute2
-dataset-fashion-mnist python3 python3-venv
+dataset-fashion-mnist python3 python3-venv python3-numpy
 fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-arphic-bkai00mp
 fonts-arphic-bsmi00lp fonts-wqy-zenhei fonts-wqy-microhei"
 case "${1:-}" in

@@ -12,12 +12,13 @@
  * loaders (idx, cifar, image folders, shards, TFRecord) and fill ct_dataset
  * and ct_source, none of which needs the command line or OpenCL, and tests
  * can open a set the way the command does. Parsing options stays in src/cli.
- * Depends on data.h, cifar.h, augment.h, images.h, shard.h, tfrecord.h,
+ * Depends on data.h, arrays.h, cifar.h, augment.h, images.h, shard.h, tfrecord.h,
  * checkpoint.h (ct_ckpt_data). Tested end to end by tests/cli.sh,
- * tests/checkpoint.sh, tests/cifar.sh, tests/images.sh and tests/tfrecord.sh. */
+ * tests/checkpoint.sh, tests/cifar.sh, tests/images.sh, tests/tfrecord.sh and tests/arrays.sh. */
 #ifndef CLTRAIN_DATASETS_H
 #define CLTRAIN_DATASETS_H
 #include <stdio.h>
+#include "cltrain/arrays.h"
 #include "cltrain/augment.h"
 #include "cltrain/checkpoint.h"
 #include "cltrain/cifar.h"
@@ -97,7 +98,11 @@ typedef struct ct_data {
     ct_augment aug;
     ct_augsrc_ctx actx;
     ct_imageset img;
+    ct_arrays arr;
 } ct_data;
+
+/* what a data set's command takes as arguments (ct_dataset_def.from_files) */
+enum { CT_FILES_NONE = 0, CT_FILES_IMAGES = 1, CT_FILES_ARRAYS = 2 };
 
 typedef struct ct_dataset_def {
     const char *name;          /* the command: cltrain NAME */
@@ -105,8 +110,9 @@ typedef struct ct_dataset_def {
     const char *model;         /* default --model */
     const char *default_path;  /* without --data (NULL: the command's arguments name it) */
     int variant;               /* the loader's own kind: CT_MNIST / CT_FASHION_MNIST, 10 / 100 for CIFAR */
-    int from_files;            /* images: the folder or files are the command's arguments, read by the
-                                * producers (no --resident), and the model is fitted to them */
+    int from_files;            /* CT_FILES_IMAGES (a folder, shards or TFRecord files) or CT_FILES_ARRAYS
+                                * (.npz or .npy files): the command's arguments, read by the producers
+                                * (no --resident), and the model is fitted to them */
     int standardize;           /* inputs are x / 255, then per-image standardisation (predict, export) */
     int names_classes;         /* the loader names the classes itself (checkpoints hold no names) */
     /* options checked before anything is loaded; NULL: none */
@@ -120,6 +126,8 @@ typedef struct ct_dataset_def {
     void (*describe)(const ct_data *d, FILE *out);
     /* after training (NULL: nothing) */
     void (*report)(const ct_data *d, FILE *out);
+    /* frees what open or reopen made besides ds[] (NULL: nothing) */
+    void (*close)(ct_data *d);
 } ct_dataset_def;
 
 extern const ct_dataset_def ct_datasets[];

@@ -17,6 +17,9 @@ typedef struct cli_opts {
     ct_data_opts data;         /* --data, --augment, --cutout, --labels, --size, --channels, --val-split, --strict */
     const char *confusion_png; /* eval --confusion-png FILE */
     int top;                   /* --top K (accepted by every command; predict parses its own) [5] */
+    const char *x_key, *y_key; /* arrays --x KEY[,TESTKEY] --y KEY[,TESTKEY]: the .npz's arrays */
+    const char *layout;        /* arrays --layout NHWC|NCHW|NHW */
+    char spec[CT_ARRAYS_SPEC]; /* arrays: the spec string built from the files and those (the data path) */
 } cli_opts;
 void cli_opts_defaults(cli_opts *c);
 /* argv[1..] into c (argv[0] stands for the command). CT_EINPUT naming the
@@ -34,7 +37,7 @@ int train_exit(int rc, const ct_train_result *res);
 int cli_check_model(const ct_train_opts *o);
 
 /* the commands (main.c dispatches) */
-int cmd_train(const ct_dataset_def *set, int argc, char **argv); /* cltrain mnist|fashion-mnist|cifar10|cifar100|images */
+int cmd_train(const ct_dataset_def *set, int argc, char **argv); /* cltrain mnist|fashion-mnist|cifar10|cifar100|images|arrays */
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
@@ -67,6 +70,11 @@ int cli_is_file(const char *path);
  * OUT/SPLIT-*.shard; per_shard 0: about 64 MiB per file. Unreadable files are
  * skipped and counted in st, or with strict an error. (`cltrain pack`) */
 typedef struct cli_pack_stats { long written[2], skipped; int shards[2]; uint64_t bytes; } cli_pack_stats;
+/* The leading FILE.npz / X.npy Y.npy [XT.npy YT.npy] arguments of argv[1..]
+ * (those ending in .npz or .npy): how many. */
+int cli_array_files(int argc, char **argv);
+/* `cltrain pack` of arrays: the spec's splits as shards in out. */
+int cli_pack_arrays(const char *spec, const char *out, double val_split, uint64_t seed, long per_shard);
 int cli_pack_split(const ct_imgdir *d, int which, const char *out, int size, int channels, int strict, int threads,
                    long per_shard, cli_pack_stats *st);
 #endif

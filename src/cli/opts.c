@@ -23,7 +23,10 @@ void cli_usage(FILE *f) {
             "  cifar10, cifar100       CIFAR binary batches (datasets/cifar10, downloaded if missing), augmented\n"
             "  images DIR              train on an image folder (DIR/CLASS/*.png|jpg|...) or on shards from `pack`\n"
             "  images FILE.tfrecord... train on TFRecord files of tf.train.Example records (plain or gzip)\n"
+            "  arrays FILE.npz         train on NumPy arrays: x_train, y_train, x_test, y_test (np.savez, Keras)\n"
+            "  arrays X.npy Y.npy [XTEST.npy YTEST.npy]  the same from .npy files (mapped: may exceed memory)\n"
             "  pack DIR OUT            decode and resize DIR's images once into record shards in OUT\n"
+            "  pack FILE.npz OUT       (or X.npy Y.npy [XT.npy YT.npy] OUT) arrays as record shards\n"
             "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
             "  predict CHECKPOINT IMG...  the top classes of each image, with probabilities\n"
             "  export CHECKPOINT OUT.onnx  the trained network as an ONNX model (raw 0..255 pixels in)\n"
@@ -73,6 +76,9 @@ void cli_usage(FILE *f) {
             "  --size S, --channels 1|3  (images, pack) decode and resize to SxS, grey or RGB [64, 3]\n"
             "  --val-split F           (images, pack) share of each class held out, without train/ test/ [0.1]\n"
             "  --strict                (images, pack) an unreadable image is an error, not skipped\n"
+            "  --x KEY[,TESTKEY], --y KEY[,TESTKEY]  (arrays) the .npz's image and label arrays\n"
+            "                          [x_train,x_test and y_train,y_test; without test arrays --val-split]\n"
+            "  --layout NHWC|NCHW|NHW  (arrays) image layout [NHW for 3 dimensions, NHWC for 4]\n"
             "  --top K                 (predict) classes shown per image [5]\n"
             "  --train GLOB, --test GLOB  (images, pack) TFRecord files of the two splits (else --val-split)\n"
             "  --tfrecord-image KEY    (images, pack) bytes feature holding the image [image/encoded]\n"
@@ -117,7 +123,7 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
-       O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO, O_CONV };
+       O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO, O_CONV, O_XKEY, O_YKEY, O_LAYOUT };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, O_MODEL}, {"epochs", required_argument, 0, O_EPOCHS},
@@ -141,7 +147,8 @@ static const struct option long_opts[] = {
     {"strict", no_argument, 0, O_STRICT}, {"top", required_argument, 0, O_TOP},
     {"label-smoothing", required_argument, 0, O_SMOOTH}, {"tta", required_argument, 0, O_TTA},
     {"cutout", required_argument, 0, O_CUTOUT}, {"comm-timeout", required_argument, 0, O_COMMTO},
-    {"conv", required_argument, 0, O_CONV},
+    {"conv", required_argument, 0, O_CONV}, {"x", required_argument, 0, O_XKEY},
+    {"y", required_argument, 0, O_YKEY}, {"layout", required_argument, 0, O_LAYOUT},
     {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 
 /* options that are a whole number in lo..hi stored in an int of ct_train_opts */
@@ -253,6 +260,9 @@ static int data_opt(int c, const char *arg, cli_opts *co) {
     case O_STRICT: d->strict = 1; break;
     case O_CUTOUT: if (!(rc = cli_parse_int("cutout", arg, 0, 4096, &l))) d->cutout = (int)l; break;
     case O_TOP: if (!(rc = cli_parse_int("top", arg, 1, 1000, &l))) co->top = (int)l; break;
+    case O_XKEY: co->x_key = arg; break;
+    case O_YKEY: co->y_key = arg; break;
+    case O_LAYOUT: co->layout = arg; break;
     default: return 1;
     }
     return rc;

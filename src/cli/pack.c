@@ -5,7 +5,9 @@
  * Images are decoded by N threads a chunk at a time while the previous chunk
  * is written, always in scan order, so the shards are byte-identical for any
  * thread count. Files that cannot be decoded are reported once and left out
- * (with --strict they stop the pack). Tested by tests/pack.sh. */
+ * (with --strict they stop the pack). NumPy arrays (arrays.h) are written
+ * as they are, one split after the other. Tested by tests/pack.sh and
+ * tests/arrays.sh. */
 #include "cli.h"
 #include "cltrain/images.h"
 #include "cltrain/shard.h"
@@ -21,6 +23,8 @@ static void pack_usage(FILE *f) {
             "Usage: cltrain pack DIR OUT --size S [OPTIONS]\n"
             "       cltrain pack FILE.tfrecord... OUT [--size S] [--tfrecord-image KEY --tfrecord-label KEY\n"
             "                    --tfrecord-shape H,W,C] (or --train GLOB --test GLOB OUT)\n"
+            "       cltrain pack FILE.npz | X.npy Y.npy [XTEST.npy YTEST.npy] OUT [--x KEY[,TESTKEY] --y KEY[,TESTKEY]]\n"
+            "                    [--layout NHWC|NCHW|NHW]   (NumPy arrays: float images stored as round(x * 255))\n"
             "Decode and resize every image of DIR (one sub-folder per class; or DIR/train and DIR/test,\n"
             "each with the same class folders) into record shards OUT/train-NNNNN.shard, OUT/test-NNNNN.shard.\n\n"
             "  --size S                side images are resized to (S x S, stretched) [required]\n"
@@ -182,6 +186,42 @@ static int pack_tfr_files(const ct_tfr_files *t, const char *out, int size, int 
     return rc;
 }
 
+int cli_pack_arrays(const char *spec, const char *out, double val_split, uint64_t seed, long per_shard) {
+    ct_arrays a;
+    double t0 = ct_now();
+    int rc = ct_arrays_open(&a, spec, val_split, seed, 1, 0);
+    if (rc) return rc;
+    size_t pixels = (size_t)a.h * a.w * a.c;
+    if (per_shard <= 0) per_shard = (long)((64u << 20) / (pixels + 8)) + 1;
+    uint8_t *px = ct_xmalloc(pixels);
+    long written[2] = {0, 0};
+    int shards[2] = {0, 0};
+    uint64_t bytes = 0;
+    if (a.h != a.w) rc = ct_fail(CT_EINPUT, "%s: images of %dx%d; record shards hold square images", spec, a.h, a.w);
+    for (int k = 0; k < 2 && !rc; k++) {
+        ct_shard_writer w;
+        if ((rc = ct_shard_writer_open(&w, out, k ? "test" : "train", a.h, a.w, a.c, a.n_classes,
+                                       (const char *const *)a.class_names, per_shard)))
+            break;
+        for (int i = 0; i < a.ds[k].n && !rc; i++) {
+            int32_t label = a.labels[a.from[k]][a.rows[k] ? a.rows[k][i] : i];
+            ct_arrays_bytes(&a, k, i, px);
+            rc = ct_shard_write(&w, (uint32_t)label, px);
+        }
+        if (!rc) rc = ct_shard_writer_close(&w);
+        else ct_shard_writer_abort(&w);
+        if (!rc) written[k] = w.n_records, shards[k] = w.n_shards, bytes += w.bytes;
+    }
+    if (!rc)
+        printf("pack: %s: wrote %ld train and %ld test records (%dx%dx%d, %d classes%s) in %d + %d shards to %s (%.1f MB, %.2f s)%s\n",
+               spec, written[0], written[1], a.h, a.w, a.c, a.n_classes, a.held_out ? ", test split held out by --val-split" : "",
+               shards[0], shards[1], out, (double)bytes / 1e6, ct_now() - t0,
+               a.x[0].kind == 'f' || a.x[1].kind == 'f' ? "; float images stored as round(x * 255), clamped to 0..255" : "");
+    free(px);
+    ct_arrays_close(&a);
+    return rc;
+}
+
 /* TFRecord files before OUT (or --train/--test and OUT) */
 static int pack_tfr(ct_tfr_files *tf, int argc, char **argv, int size, int channels, double val, long seed, long per_shard) {
     int rc = 0, nf = argc - optind - 1;
@@ -208,14 +248,16 @@ static int pack_tfr(ct_tfr_files *tf, int argc, char **argv, int size, int chann
     return rc ? cli_fail(rc) : 0;
 }
 
-enum { P_SIZE = 300, P_CHANNELS, P_VAL, P_SEED, P_STRICT, P_THREADS, P_RPS };
+enum { P_SIZE = 300, P_CHANNELS, P_VAL, P_SEED, P_STRICT, P_THREADS, P_RPS, P_X, P_Y, P_LAYOUT };
 
 int cmd_pack(int argc, char **argv) {
     static const struct option opts[] = {
         {"size", required_argument, 0, P_SIZE}, {"channels", required_argument, 0, P_CHANNELS},
         {"val-split", required_argument, 0, P_VAL}, {"seed", required_argument, 0, P_SEED},
         {"strict", no_argument, 0, P_STRICT}, {"threads", required_argument, 0, P_THREADS},
-        {"records-per-shard", required_argument, 0, P_RPS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"records-per-shard", required_argument, 0, P_RPS}, {"x", required_argument, 0, P_X},
+        {"y", required_argument, 0, P_Y}, {"layout", required_argument, 0, P_LAYOUT}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *xkey = NULL, *ykey = NULL, *layout = NULL;
     long size = 0, channels = 3, seed = 1, threads = sysconf(_SC_NPROCESSORS_ONLN), per_shard = 0, l;
     double val = 0.1;
     int strict = 0, c, rc = 0;
@@ -244,11 +286,28 @@ int cmd_pack(int argc, char **argv) {
         case P_STRICT: strict = 1; break;
         case P_THREADS: if (!(rc = cli_parse_int("threads", optarg, 1, 64, &l))) threads = l; break;
         case P_RPS: rc = cli_parse_int("records-per-shard", optarg, 1, 1L << 40, &per_shard); break;
+        case P_X: xkey = optarg; break;
+        case P_Y: ykey = optarg; break;
+        case P_LAYOUT: layout = optarg; break;
         case 'h': pack_usage(stdout); return 0;
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain pack --help`", argv[optind - 1]); break;
         default: rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain pack --help`", argv[optind - 1]); break;
         }
         if (rc) return cli_fail(rc);
+    }
+    int na = argc - optind >= 2 ? cli_array_files(argc - optind, argv + optind - 1) : 0;
+    if (na && !tf.given) {
+        char spec[CT_ARRAYS_SPEC];
+        if (na == argc - optind) na--; /* the last one is OUT */
+        if (argc - optind != na + 1) rc = ct_fail(CT_EINPUT, "pack of arrays: cltrain pack FILE.npz | X.npy Y.npy [XT.npy YT.npy] OUT");
+        if (!rc && (size || channels != 3)) rc = ct_fail(CT_EINPUT, "pack of arrays: --size and --channels do not apply (arrays keep their shape)");
+        if (!rc) rc = ct_arrays_spec_make(spec, (const char *const *)argv + optind, na, xkey, ykey, layout);
+        if (!rc) rc = cli_pack_arrays(spec, argv[argc - 1], val, (uint64_t)seed, per_shard);
+        return rc ? cli_fail(rc) : 0;
+    }
+    if (xkey || ykey || layout) {
+        ct_fail(CT_EINPUT, "--x, --y and --layout are for NumPy arrays (pack FILE.npz OUT)");
+        return cli_fail(CT_EINPUT);
     }
     if (tf.given || (argc - optind >= 2 && cli_is_file(argv[optind]))) return pack_tfr(&tf, argc, argv, (int)size, (int)channels, val, seed, per_shard);
     if (argc - optind != 2) {

@@ -1,6 +1,7 @@
 /* cli/train.c: `cltrain NAME [options]` for every data set of the table in
  * datasets.h: parse the options, check the model, open the set, train.
- * `images` takes its folder, shards or TFRecord files as arguments.
+ * `images` takes its folder, shards or TFRecord files as arguments,
+ * `arrays` its .npz or .npy files.
  * Tested by tests/cli.sh, tests/cifar.sh, tests/images.sh, tests/tfrecord.sh
  * and tests/checkpoint.sh. */
 #include "cli.h"
@@ -26,15 +27,44 @@ static int parse_files(int argc, char **argv, cli_opts *c, ct_tfr_files *tf) {
     return 0;
 }
 
+int cli_array_files(int argc, char **argv) {
+    int n = 0;
+    while (n + 1 < argc && argv[n + 1][0] != '-') {
+        size_t l = strlen(argv[n + 1]);
+        if (l < 4 || (strcmp(argv[n + 1] + l - 4, ".npz") && strcmp(argv[n + 1] + l - 4, ".npy"))) break;
+        n++;
+    }
+    return n;
+}
+
+/* arrays FILE.npz | X.npy Y.npy [XT.npy YT.npy] [options]: the spec string as the data path */
+static int parse_arrays(int argc, char **argv, cli_opts *c) {
+    int nf = cli_array_files(argc, argv);
+    if (!nf) {
+        if (argc > 1 && argv[1][0] != '-')
+            return ct_fail(CT_EINPUT, "%s: expected an .npz or .npy file: cltrain arrays FILE.npz | X.npy Y.npy [XTEST.npy YTEST.npy]", argv[1]);
+        return ct_fail(CT_EINPUT, "arrays needs NumPy files: cltrain arrays FILE.npz | X.npy Y.npy [XTEST.npy YTEST.npy] [options]");
+    }
+    int rc = cli_parse_train(argc - nf, argv + nf, c);
+    if (!rc) rc = ct_arrays_spec_make(c->spec, (const char *const *)argv + 1, nf, c->x_key, c->y_key, c->layout);
+    if (rc) return rc;
+    c->data.path = c->spec;
+    if (c->train.resident)
+        return ct_fail(CT_EINPUT, "--resident does not apply to arrays: the producers read them from the mapped files");
+    return 0;
+}
+
 int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     cli_opts c;
     cli_opts_defaults(&c);
     ct_train_opts *o = &c.train;
     o->model = set->model;
-    o->fit_model = set->from_files;
+    o->fit_model = set->from_files != CT_FILES_NONE;
     ct_tfr_files tf;
     memset(&tf, 0, sizeof tf);
-    int rc = set->from_files ? parse_files(argc, argv, &c, &tf) : cli_parse_train(argc, argv, &c);
+    int rc = set->from_files == CT_FILES_IMAGES ? parse_files(argc, argv, &c, &tf)
+             : set->from_files == CT_FILES_ARRAYS ? parse_arrays(argc, argv, &c)
+                                                  : cli_parse_train(argc, argv, &c);
     if (!rc && set->check) rc = set->check(&c.data);
     if (!rc) rc = cli_check_model(o);
     ct_data d;

@@ -2,10 +2,11 @@
  * functions: MNIST and Fashion-MNIST (idx.c) read into memory, CIFAR-10 and
  * CIFAR-100 (cifar.c) into memory with an augmenting source over each split,
  * image folders, shards and TFRecord files (imageset.c) read by the
- * producers through an augmenting source. The lines each prints once open
+ * producers through an augmenting source, NumPy arrays (arrays.c) mapped
+ * and read by the producers the same way. The lines each prints once open
  * are the ones `cltrain NAME` has always printed.
  * Tested end to end by tests/cli.sh, tests/checkpoint.sh, tests/cifar.sh,
- * tests/images.sh and tests/tfrecord.sh. */
+ * tests/images.sh, tests/tfrecord.sh and tests/arrays.sh. */
 #include "cltrain/datasets.h"
 #include <pthread.h>
 #include <string.h>
@@ -155,6 +156,55 @@ static void images_report(const ct_data *d, FILE *out) {
                 skipped + failed, skipped + failed == 1 ? "" : "s", skipped, failed);
 }
 
+static void images_close(ct_data *d) { ct_imageset_close(&d->img); }
+
+/* --- NumPy arrays: mapped, read by the producers, augmented as image sets (default none) --- */
+
+static int arrays_open(ct_data *d, const ct_data_opts *o) {
+    ct_arrays *a = &d->arr;
+    int rc = ct_arrays_open(a, o->path, o->val_split, o->seed, 1, 0);
+    if (rc) return rc;
+    if ((o->size && (o->size != a->h || o->size != a->w)) || (o->channels && o->channels != a->c))
+        return ct_fail(CT_EINPUT, "%s: the arrays hold %dx%dx%d images; drop --size/--channels (arrays are not resized)",
+                       a->spec.files[0], a->h, a->w, a->c);
+    d->path = o->path;
+    d->split = a->held_out ? o->val_split : 0.0;
+    d->train = &a->ds[0];
+    d->test = a->ds[1].n ? &a->ds[1] : NULL;
+    /* no augmentation unless asked for: arrays are often not photographs (digits must not flip) */
+    d->augment = o->augment ? o->augment : "none";
+    d->aug = ct_augment_images(CT_AUG_NONE, a->h);
+    d->aug.cutout = o->cutout;
+    if ((rc = ct_augment_parse(&d->aug, d->augment)) || (rc = ct_augsrc_init(&d->own[0], &d->actx, &a->src[0], &d->aug)))
+        return rc;
+    d->src[0] = &d->own[0];
+    d->src[1] = d->test ? &a->src[1] : NULL;
+    return 0;
+}
+
+static int arrays_reopen(ct_data *d, const ct_ckpt_data *rec, const char *path, uint64_t seed, int h, int c) {
+    (void)h, (void)c;
+    ct_arrays *a = &d->arr;
+    int rc = ct_arrays_open(a, path, rec->split, seed, 0, rec->classes);
+    if (!rc && !a->ds[1].n) rc = ct_fail(CT_EINPUT, "%s: no test images (no test arrays, and nothing held out); nothing to evaluate", path);
+    if (rc) return rc;
+    d->test = &a->ds[1];
+    d->src[1] = &a->src[1];
+    return 0;
+}
+
+static void arrays_describe(const ct_data *d, FILE *out) {
+    const ct_arrays *a = &d->arr;
+    const ct_array *x = &a->x[0];
+    static const char *const lay[] = {"", "NHWC", "NCHW", "NHW"};
+    fprintf(out, "arrays: %d training and %d test images, %d classes, from %s (%s %s %dx%dx%d", a->ds[0].n, a->ds[1].n,
+            a->n_classes, d->path, ct_array_dtype(x), lay[a->layout], a->h, a->w, a->c);
+    if (a->held_out) fprintf(out, ", %.0f%% of each class held out", 100 * d->o.val_split);
+    fprintf(out, "; %.2f s); augmentation %s\n", d->load_s, d->augment);
+}
+
+static void arrays_close(ct_data *d) { ct_arrays_close(&d->arr); }
+
 const ct_dataset_def ct_datasets[] = {
     {.name = "mnist", .kind = "mnist", .model = "mnist-cnn", .default_path = "datasets/mnist", .variant = CT_MNIST,
      .names_classes = 1, .open = mnist_open, .reopen = mnist_reopen, .describe = mnist_describe},
@@ -166,8 +216,10 @@ const ct_dataset_def ct_datasets[] = {
     {.name = "cifar100", .kind = "cifar100", .model = "cifar100-cnn", .default_path = "datasets/cifar100", .variant = 100,
      .standardize = 1, .names_classes = 1, .check = cifar_check, .open = cifar_open, .reopen = cifar_reopen,
      .describe = cifar_describe},
-    {.name = "images", .kind = "images", .model = "vgg-small", .from_files = 1, .open = images_open,
-     .reopen = images_reopen, .describe = images_describe, .report = images_report},
+    {.name = "images", .kind = "images", .model = "vgg-small", .from_files = CT_FILES_IMAGES, .open = images_open,
+     .reopen = images_reopen, .describe = images_describe, .report = images_report, .close = images_close},
+    {.name = "arrays", .kind = "arrays", .model = "mnist-cnn", .from_files = CT_FILES_ARRAYS, .names_classes = 1,
+     .open = arrays_open, .reopen = arrays_reopen, .describe = arrays_describe, .close = arrays_close},
 };
 const int ct_n_datasets = (int)(sizeof ct_datasets / sizeof *ct_datasets);
 
@@ -223,6 +275,6 @@ int ct_data_reopen(ct_data *d, const ct_dataset_def *def, const ct_ckpt_data *re
 void ct_data_close(ct_data *d) {
     ct_dataset_free(&d->ds[0]);
     ct_dataset_free(&d->ds[1]);
-    if (d->def && d->def->from_files) ct_imageset_close(&d->img);
+    if (d->def && d->def->close) d->def->close(d);
     memset(d, 0, sizeof *d);
 }
