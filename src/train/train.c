@@ -1,7 +1,7 @@
 /* train/train.c: ct_train (set-up or resume, the loop over steps, the
- * summary), evaluation and the learning-rate schedule. Batch order comes only
- * from (seed, epoch); the step is train/step.c, the batch train/feed.c, what
- * follows a step train/hooks.c (see train/loop.h). Progress: a live line on a
+ * summary). Batch order comes only from (seed, epoch); the step is
+ * train/step.c, the batch train/feed.c, what follows a step train/hooks.c
+ * (see train/loop.h). Progress: a live line on a
  * terminal, plain lines otherwise. Tested by tests/cli.sh, tests/checkpoint.sh,
  * tests/mpi.sh and tests/test_schedule.c. */
 #include "loop.h"
@@ -23,17 +23,6 @@ void ct_train_defaults(ct_train_opts *o) {
     o->shift = 0.0f;
     o->producers = -1;
 }
-
-
-double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total) {
-    double lr = o->optim.lr;
-    if (o->warmup > 0 && g < o->warmup) return lr * (double)(g + 1) / o->warmup;
-    double t = total > o->warmup ? (double)(g - o->warmup) / (double)(total - o->warmup) : 1.0;
-    if (o->schedule == CT_SCHED_STEP) lr *= t < 0.5 ? 1.0 : t < 0.75 ? 0.1 : 0.01;
-    else if (o->schedule == CT_SCHED_COSINE) lr *= 0.5 * (1.0 + cos(3.14159265358979 * t));
-    return lr;
-}
-
 
 int ct_train_save(ct_loop *loop, int64_t next) {
     const ct_train_opts *o = &loop->o;
