@@ -35,7 +35,9 @@ void ct_signals_restore(void) {
     sigaction(SIGTERM, &g_sa_old[1], NULL);
 }
 
-int ct_signal_pending(void) { return atomic_load_explicit(&g_signal, memory_order_acquire) != 0; }
+int ct_signal_caught(void) { return atomic_load_explicit(&g_signal, memory_order_acquire); }
+
+int ct_signal_pending(void) { return ct_signal_caught() != 0; }
 
 /* " all-reduce X ms/step (Y% hidden)" over the interval since *since, or "" alone */
 static const char *ar_note(const ct_grad_sync *g, const ct_grad_sync *since, char *buf, size_t size) {
@@ -140,7 +142,7 @@ static int hook_checkpoint(ct_loop *loop, const ct_step_info *si) {
 
 static int hook_signal(ct_loop *loop, const ct_step_info *si) {
     if (!si->stop) return 0;
-    int sig = atomic_load_explicit(&g_signal, memory_order_acquire);
+    int sig = ct_signal_caught();
     if (!sig) sig = SIGTERM; /* another rank got it */
     loop->res->signal = sig;
     return ct_fail(CT_EINTR, "stopped by %s after step %lld%s%s", sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)si->g + 1,

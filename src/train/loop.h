@@ -111,6 +111,8 @@ extern const ct_train_hook ct_train_hooks[];
 void ct_signals_install(void);
 void ct_signals_restore(void);
 int ct_signal_pending(void);
+/* The signal that asked to stop (SIGINT or SIGTERM), or 0. */
+int ct_signal_caught(void);
 /* Save the state of step `next` to --checkpoint (and a numbered copy with --keep). */
 int ct_train_save(ct_loop *loop, int64_t next);
 #endif
