@@ -4,8 +4,10 @@
  *   step.c   one training step: forward, loss, backward (gradient buckets
  *            through the backward callback), optimizer, read-back
  *   hooks.c  what runs after a step: TensorBoard/CSV, progress, evaluation,
- *            checkpoints, signals
+ *            checkpoints, the stop a signal asked for
  *   train.c  ct_train: set-up (or resume), the loop over steps, the summary
+ * and what these call on: evaluate.c (evaluation), schedule.c (the learning
+ * rate), save.c (saving a checkpoint) and signals.c (SIGINT, SIGTERM).
  * Tested end to end by tests/cli.sh, tests/checkpoint.sh, tests/mpi.sh and the
  * bit-identical comparisons of tests/checkpoint.sh. */
 #ifndef CLTRAIN_TRAIN_LOOP_H
