@@ -198,6 +198,69 @@ static void append_cfg(char *s, size_t size, const char *label, const ct_gemm_cf
     ct_gemm_cfg_str(c, s + n, size - n);
 }
 
+/* bench kernels' table header, and what its columns and layer names mean */
+static void kernels_legend(const ct_model *m, double limit, double gbs) {
+    if (limit > 0 && gbs > 0)
+        printf("'bound': the ideal time over ours, the ideal being the multiplies at the SGEMM limit or the tensors\n"
+               " each read or written once at that bandwidth, whichever is longer (over 100%%: tensors that a\n"
+               " cache held, faster than memory)\n");
+    printf("%-34s %-4s %10s %9s %6s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "bound", "CLBlast ms",
+           "GFLOP/s", "ours/CLB");
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].wino) {
+            printf("('wino4', 'wino': a Winograd F(4x4,3x3) or F(2x2,3x3) layer (--conv); its GFLOP/s and limit count\n"
+                   " the direct convolution's FLOPs, 4x or 2.25x the multiplies it makes; the CLBlast columns run its\n"
+                   " 36 or 16 GEMMs through CLBlast)\n");
+            break;
+        }
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].direct) {
+            printf("('direct': a conv layer run by kernels/conv_direct.cl (--conv); the CLBlast columns run it as\n"
+                   " im2col + CLBlast's GEMMs)\n");
+            break;
+        }
+}
+
+/* the plain GEMM at 1024^3 as the device's practical bound for our kernel:
+ * one row, ours and (paths 2) CLBlast's */
+static void kernels_sgemm(ct_model *m, ct_cl *cl, int paths, double limit) {
+    cl_mem A, Bm, C;
+    size_t N = 1024, bytes = N * N * 4;
+    if (!ct_cl_alloc(cl, &A, bytes, "bench A") && !ct_cl_alloc(cl, &Bm, bytes, "bench B") && !ct_cl_alloc(cl, &C, bytes, "bench C")) {
+        ct_cl_fill0(cl, A, 0, bytes);
+        ct_cl_fill0(cl, Bm, 0, bytes);
+        double tg[2];
+        for (int p = 0; p < 2; p++) {
+            double best = 1e30;
+            for (int r = 0; r < 4 && p < paths; r++) {
+                ct_cl_finish(cl);
+                double t0 = ct_now();
+                if (p) ct_gemm_clblast(&m->gemm, 0, 0, (int)N, (int)N, (int)N, 1, A, 0, (int)N, Bm, 0, (int)N, 0, C, 0, (int)N, NULL, 0, 0);
+                else ct_gemm_native(&m->gemm, 0, 0, (int)N, (int)N, (int)N, 1, A, 0, (int)N, Bm, 0, (int)N, 0, C, 0, (int)N, NULL, 0, 0);
+                ct_cl_finish(cl);
+                double t = ct_now() - t0;
+                if (r && t < best) best = t;
+            }
+            tg[p] = best;
+        }
+        kernel_row("sgemm 1024x1024x1024", "", tg[0], 2.0 * N * N * N, limit, limit > 0 ? 2.0 * N * N * N / (limit * 1e9) : 0, tg[1]);
+        ct_cl_release(&A);
+        ct_cl_release(&Bm);
+        ct_cl_release(&C);
+    }
+}
+
+/* bench kernels' last line: the GEMM defaults and the tuning database */
+static void kernels_gemm_line(const ct_gemm *g) {
+    char cfg[160], label[32];
+    ct_gemm_cfg_str(&g->def, cfg, sizeof cfg);
+    if (g->narrow_prog != g->def_prog) append_cfg(cfg, sizeof cfg, ", N <= 16: ", &g->narrow);
+    snprintf(label, sizeof label, ", N >= %d: ", g->wide_n);
+    if (g->wide_prog != g->def_prog) append_cfg(cfg, sizeof cfg, label, &g->wide);
+    printf("GEMM default %s (from %s; CLTRAIN_GEMM overrides); %d shapes from the tuning database %s\n", cfg, g->def_from,
+           g->n_choices, g->n_choices ? g->db_path : "(none)");
+}
+
 static int bench_kernels(const cli_opts *c) {
     const ct_train_opts *o = &c->train;
     ct_model m;
@@ -211,25 +274,7 @@ static int bench_kernels(const cli_opts *c) {
     printf("cltrain bench kernels: model %s, batch %d, device %s (%s)%s\n", m.name, B, cl.device_name, cl.platform_name,
            paths == 1 ? ", CLBlast not timed (CLTRAIN_BENCH_CLBLAST=0)" : "");
     double limit = sgemm_limit(), gbs = device_bandwidth(&m, &cl);
-    if (limit > 0 && gbs > 0)
-        printf("'bound': the ideal time over ours, the ideal being the multiplies at the SGEMM limit or the tensors\n"
-               " each read or written once at that bandwidth, whichever is longer (over 100%%: tensors that a\n"
-               " cache held, faster than memory)\n");
-    printf("%-34s %-4s %10s %9s %6s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "bound", "CLBlast ms",
-           "GFLOP/s", "ours/CLB");
-    for (int i = 0; i < m.n_layers; i++)
-        if (m.layers[i].wino) {
-            printf("('wino4', 'wino': a Winograd F(4x4,3x3) or F(2x2,3x3) layer (--conv); its GFLOP/s and limit count\n"
-                   " the direct convolution's FLOPs, 4x or 2.25x the multiplies it makes; the CLBlast columns run its\n"
-                   " 36 or 16 GEMMs through CLBlast)\n");
-            break;
-        }
-    for (int i = 0; i < m.n_layers; i++)
-        if (m.layers[i].direct) {
-            printf("('direct': a conv layer run by kernels/conv_direct.cl (--conv); the CLBlast columns run it as\n"
-                   " im2col + CLBlast's GEMMs)\n");
-            break;
-        }
+    kernels_legend(&m, limit, gbs);
     cli_real_gradients(&m, B);
     double tot[2][2] = {{0, 0}, {0, 0}}, totf[2] = {0, 0}, tideal[2] = {0, 0};
     for (int i = 0; i < m.n_layers; i++) {
@@ -274,39 +319,9 @@ static int bench_kernels(const cli_opts *c) {
         }
     }
     for (int p = 0; p < 2; p++) kernel_row(p ? "" : "all layers", p ? "bwd" : "fwd", tot[0][p], totf[p], limit, tideal[p], tot[1][p]);
-    /* the plain GEMM at 1024^3 as the device's practical bound for our kernel */
     m.gemm.mode = CT_GEMM_NATIVE;
-    cl_mem A, Bm, C;
-    size_t N = 1024, bytes = N * N * 4;
-    if (!ct_cl_alloc(&cl, &A, bytes, "bench A") && !ct_cl_alloc(&cl, &Bm, bytes, "bench B") && !ct_cl_alloc(&cl, &C, bytes, "bench C")) {
-        ct_cl_fill0(&cl, A, 0, bytes);
-        ct_cl_fill0(&cl, Bm, 0, bytes);
-        double tg[2];
-        for (int p = 0; p < 2; p++) {
-            double best = 1e30;
-            for (int r = 0; r < 4 && p < paths; r++) {
-                ct_cl_finish(&cl);
-                double t0 = ct_now();
-                if (p) ct_gemm_clblast(&m.gemm, 0, 0, (int)N, (int)N, (int)N, 1, A, 0, (int)N, Bm, 0, (int)N, 0, C, 0, (int)N, NULL, 0, 0);
-                else ct_gemm_native(&m.gemm, 0, 0, (int)N, (int)N, (int)N, 1, A, 0, (int)N, Bm, 0, (int)N, 0, C, 0, (int)N, NULL, 0, 0);
-                ct_cl_finish(&cl);
-                double t = ct_now() - t0;
-                if (r && t < best) best = t;
-            }
-            tg[p] = best;
-        }
-        kernel_row("sgemm 1024x1024x1024", "", tg[0], 2.0 * N * N * N, limit, limit > 0 ? 2.0 * N * N * N / (limit * 1e9) : 0, tg[1]);
-        ct_cl_release(&A);
-        ct_cl_release(&Bm);
-        ct_cl_release(&C);
-    }
-    char cfg[160], label[32];
-    ct_gemm_cfg_str(&m.gemm.def, cfg, sizeof cfg);
-    if (m.gemm.narrow_prog != m.gemm.def_prog) append_cfg(cfg, sizeof cfg, ", N <= 16: ", &m.gemm.narrow);
-    snprintf(label, sizeof label, ", N >= %d: ", m.gemm.wide_n);
-    if (m.gemm.wide_prog != m.gemm.def_prog) append_cfg(cfg, sizeof cfg, label, &m.gemm.wide);
-    printf("GEMM default %s (from %s; CLTRAIN_GEMM overrides); %d shapes from the tuning database %s\n", cfg, m.gemm.def_from,
-           m.gemm.n_choices, m.gemm.n_choices ? m.gemm.db_path : "(none)");
+    kernels_sgemm(&m, &cl, paths, limit);
+    kernels_gemm_line(&m.gemm);
     ct_model_free(&m);
     ct_cl_close(&cl);
     return 0;
