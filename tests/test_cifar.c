@@ -18,6 +18,7 @@
 #include "ct_files.h"
 
 #include "cltrain/cifar.h"
+#include "cltrain/targz.h"
 #include "cltrain/common.h"
 #include <dirent.h>
 #include <ftw.h>

@@ -5,7 +5,7 @@
  * then 3072 bytes: the R, G and B planes of a 32x32 image, each row-major.
  * The loader turns them into NHWC uint8 (32x32x3) and checks every file as
  * it goes: whole records only, labels in range, every batch present.
- * Depends on data.h, augment.h, zlib (the .tar.gz), download.h.
+ * Depends on data.h, augment.h, download.h; targz.h unpacks the archives.
  * Tested by tests/test_cifar.c (fixtures, damage, byte flips, offline,
  * hostile archives) and tests/test_augment.c (the source). */
 #ifndef CLTRAIN_CIFAR_H
@@ -40,15 +40,6 @@
  * CT_ENET (download failed: says where to put the files), CT_EIO (dir not
  * writable), CT_ENOMEM. */
 int ct_cifar_load(ct_dataset *train, ct_dataset *test, const char *dir, int kind, int fine, int download);
-
-/* Unpack a ustar .tar.gz (GNU tar's too) into dest_dir: regular files and
- * folders only; links, devices and pax/GNU extension entries are skipped.
- * An entry whose path is absolute or has a ".." component, a bad header
- * checksum, a truncated archive or a corrupt stream fails the whole run
- * with CT_EINPUT naming the archive (and the entry). Each file is written
- * to a temporary name and renamed, so none is ever seen half-written.
- * *n_files (may be NULL) gets the number of regular files written. */
-int ct_targz_extract(const char *archive, const char *dest_dir, int *n_files);
 
 /* A ct_source ctx: samples of ds, augmented by aug (ct_augment_apply). */
 typedef struct ct_cifar_ctx {

@@ -1,6 +1,7 @@
 /* fuzz_targz.c: the .tar.gz extractor (CIFAR archives) on any archive; what
  * it extracts goes to a private folder emptied after each input. */
 #include "cltrain/cifar.h"
+#include "cltrain/targz.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
