@@ -318,7 +318,7 @@ static void test_settings(void **state) {
     assert_non_null(strstr(ct_last_error(), "'fancy'"));
     assert_non_null(strstr(ct_last_error(), "basic"));
     assert_int_equal(a.level, CT_AUG_FULL);
-    assert_int_equal(ct_augment_parse(&a, "3"), CT_EINPUT);
+    assert_int_equal(ct_augment_parse(&a, "4"), CT_EINPUT);
     assert_int_equal(ct_augment_parse(&a, NULL), CT_EINPUT);
     ct_augment bad = a;
     bad.contrast_lo = 2;
@@ -331,8 +331,11 @@ static void test_settings(void **state) {
     bad.max_brightness = NAN;
     assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
     bad = a;
-    bad.level = 3;
+    bad.level = 4;
     assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
+    assert_int_equal(ct_augment_parse(&a, "shift"), 0);
+    assert_int_equal(a.level, CT_AUG_SHIFT);
+    assert_int_equal(ct_augment_check(&a), 0);
 }
 
 /* ---- the source, from four threads --------------------------------------- */
@@ -455,6 +458,7 @@ static void test_resized_crop(void **state) {
     assert_int_equal(small.resized_crop, 0);
     assert_int_equal(small.pad, 4);
     assert_int_equal(ct_augment_images(CT_AUG_BASIC, 8).pad, 1);
+    assert_int_equal(ct_augment_images(CT_AUG_SHIFT, 64).pad, 8); /* shift translates at any size */
     double min_share = 1, max_share = 0, min_ratio = 9, max_ratio = 0;
     for (uint64_t k = 0; k < 2000; k++) {
         ct_rng r = ct_rng_make(4, 2, k);

@@ -26,9 +26,11 @@
 #include "ct_files.h"
 
 #include "cltrain/common.h"
+#include "cltrain/datasets.h"
 #include "cltrain/images.h"
 #include "cltrain/pipeline.h"
 #include "cltrain/shard.h"
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1181,6 +1183,96 @@ static void test_shard_fuzz(void **state) {
     free(f[1]);
 }
 
+
+/* The default augmentation of an image set never mirrors: digits and
+ * glyphs change class under a flip (a mirrored 7 or L is no digit). A
+ * 1-channel set of an asymmetric "7"-like glyph per class, opened as
+ * `cltrain images DIR --channels 1` opens it (no --augment), must give
+ * training samples that are each a translation of the decoded image (zero
+ * where it moved in from outside) and never of its mirror, over many
+ * (epoch, index) draws; some must move, so the default still augments.
+ * Checked at 28x28 and at 48x48 (above 32, where basic would take the
+ * random-resized crop). --augment basic must still flip (opt-in). */
+static void glyph(uint8_t *img, int s, int variant) {
+    memset(img, 0, (size_t)s * s);
+    int m = s / 5;
+    for (int x = m; x < s - m; x++) img[m * s + x] = 255;                 /* the bar of a 7 */
+    for (int y = m; y < s - m; y++) img[y * s + (s - m - 1 - (y - m) / 3)] = 200; /* its stem, leaning */
+    img[(s / 2) * s + m + variant] = 90;                                  /* a dot that tells the classes apart */
+}
+
+static int matches_shift(const float *out, const float *img, int s, int mirror, int maxd) {
+    for (int dy = -maxd; dy <= maxd; dy++)
+        for (int dx = -maxd; dx <= maxd; dx++) {
+            int ok = 1;
+            for (int y = 0; y < s && ok; y++)
+                for (int x = 0; x < s && ok; x++) {
+                    int sy = y + dy, sx = mirror ? s - 1 - (x + dx) : x + dx;
+                    float want = sy < 0 || sy >= s || sx < 0 || sx >= s ? 0.0f : img[sy * s + sx];
+                    ok = fabsf(out[y * s + x] - want) < 1e-6f;
+                }
+            if (ok) return 1 + (dy != 0 || dx != 0);
+        }
+    return 0;
+}
+
+static void default_never_flips(int s) {
+    char dir[300], sub[400], path[500];
+    fresh_dir(dir, sizeof dir);
+    uint8_t img[64 * 64];
+    for (int k = 0; k < 2; k++) {
+        snprintf(sub, sizeof sub, "%s/class%d", dir, k);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        for (int i = 0; i < 6; i++) {
+            glyph(img, s, k * 3 + i % 3);
+            snprintf(path, sizeof path, "%s/%d.png", sub, i);
+            write_image(path, F_PNG, s, s, 1, img);
+        }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        ct_data_opts o;
+        ct_data_opts_defaults(&o);
+        o.path = dir;
+        o.size = s;
+        o.channels = 1;
+        o.val_split = 0.0;
+        o.augment = pass ? "basic" : NULL;
+        ct_data d;
+        assert_int_equal(ct_data_open(&d, ct_dataset_find("images"), &o), 0);
+        if (!pass) assert_int_equal(d.aug.level, CT_AUG_SHIFT);
+        const ct_source *aug = d.src[0], *plain = d.actx.inner;
+        assert_int_equal(aug->h, s);
+        float x[64 * 64], y[64 * 64];
+        int32_t l0, l1;
+        int moved = 0, mirrored = 0, other = 0;
+        for (int e = 0; e < 8; e++)
+            for (int i = 0; i < aug->n; i++) {
+                ct_rng r = ct_rng_make(7, (uint64_t)e, (uint64_t)i);
+                assert_int_equal(plain->load(plain->ctx, i, x, &l0, NULL), 0);
+                assert_int_equal(aug->load(aug->ctx, i, y, &l1, &r), 0);
+                assert_int_equal(l0, l1);
+                int m = matches_shift(y, x, s, 0, d.aug.pad);
+                if (m == 2) moved++;
+                if (!m && matches_shift(y, x, s, 1, d.aug.pad)) mirrored++;
+                else if (!m) other++;
+            }
+        if (!pass) {
+            if (mirrored || other)
+                fail_msg("%dx%d, default augmentation: %d samples mirrored, %d not a translation", s, s, mirrored, other);
+            assert_true(moved >= aug->n * 8 / 2);
+        } else if (s <= 32) {
+            assert_true(mirrored > 0); /* basic (opt-in) still flips */
+        }
+        ct_data_close(&d);
+    }
+}
+
+static void test_default_never_flips(void **state) {
+    (void)state;
+    default_never_flips(28);
+    default_never_flips(48);
+}
+
 static int group_setup(void **state) {
     (void)state;
     return ct_tmp_root_make("images");
@@ -1203,6 +1295,7 @@ int main(void) {
         cmocka_unit_test(test_shard_round_trip),
         cmocka_unit_test(test_shard_damage),
         cmocka_unit_test(test_shard_fuzz),
+        cmocka_unit_test(test_default_never_flips),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

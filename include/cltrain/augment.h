@@ -15,15 +15,18 @@
 #include "cltrain/common.h"
 #include "cltrain/source.h"
 
-enum { CT_AUG_NONE = 0, CT_AUG_BASIC = 1, CT_AUG_FULL = 2 };
+/* SHIFT is the padded crop alone (a translation by up to `pad` pixels): it
+ * never mirrors, so it cannot turn one class into another (a mirrored digit
+ * or glyph is another symbol or none), the default for image sets. */
+enum { CT_AUG_NONE = 0, CT_AUG_BASIC = 1, CT_AUG_FULL = 2, CT_AUG_SHIFT = 3 };
 
 typedef struct ct_augment {
-    int level;            /* CT_AUG_NONE: x/255; BASIC: crop + flip; FULL: crop + flip + brightness + contrast */
+    int level;            /* CT_AUG_NONE: x/255; SHIFT: padded crop; BASIC: crop + flip; FULL: crop + flip + brightness + contrast */
     int pad;              /* zero padding per side before the random crop (4) */
     float max_brightness; /* delta uniform in [-max, max], in [0,1] units (63/255) */
     float contrast_lo, contrast_hi; /* contrast factor uniform in [lo, hi) (0.2, 1.8) */
     int standardize;      /* 1: (x - mean) / max(stddev, 1/sqrt(h*w*c)) over the whole image */
-    int resized_crop;     /* 1 (image sets larger than 32x32): random-resized crop instead of the padded crop */
+    int resized_crop;     /* 1 (image sets larger than 32x32): basic and full take a random-resized crop instead of the padded crop */
     float scale_lo;       /* resized crop: area share uniform in [scale_lo, 1], aspect ratio log-uniform in [3/4, 4/3] */
     int cutout;           /* > 0 (training only): zero a cutout x cutout square centred on a uniform pixel, last */
 } ct_augment;
@@ -33,29 +36,30 @@ typedef struct ct_augment {
 ct_augment ct_augment_default(int level);
 
 /* The settings for image folders, shards and TFRecord sets of side `size`:
- * no standardisation (x/255, as evaluation sees them); for size > 32 a
- * random-resized crop (area 25-100%, aspect 3/4-4/3, bilinear back to
- * size x size), else the padded crop with pad = size/8 (at least 1). */
+ * no standardisation (x/255, as evaluation sees them); the padded crop with
+ * pad = size/8 (at least 1); for size > 32, basic and full take a
+ * random-resized crop instead (area 25-100%, aspect 3/4-4/3, bilinear back
+ * to size x size), shift keeps the padded crop. */
 ct_augment ct_augment_images(int level, int size);
 
-/* Parse "none" | "basic" | "full" (or "0" | "1" | "2") into a->level,
+/* Parse "none" | "basic" | "full" | "shift" (or "0" .. "3") into a->level,
  * keeping the other fields. CT_EINPUT with a message listing the choices. */
 int ct_augment_parse(ct_augment *a, const char *s);
 
-/* CT_EINPUT (message names the field) unless level is 0..2, pad 0..1024,
+/* CT_EINPUT (message names the field) unless level is 0..3, pad 0..1024,
  * max_brightness >= 0 and 0 <= contrast_lo <= contrast_hi, all finite. */
 int ct_augment_check(const ct_augment *a);
 
 /* Augment one image. src: h*w*c bytes, HWC; dst: h*w*c floats, HWC.
  * Random numbers are drawn from rng in this order: crop dy, crop dx, flip
- * (level >= 1), brightness, contrast (level 2). At level 0 rng is not used
+ * (basic and full), brightness, contrast (full). At level 0 rng is not used
  * and may be NULL. a must pass ct_augment_check (checked: a bad one aborts). */
 void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int c, float *dst, ct_rng *rng);
 
 /* The same on an image that is already floats in [0, 1] (a decoded image
  * file or a shard record): src and dst are h*w*c floats, HWC, distinct.
  * Random numbers in this order: the crop (padded: dy, dx; resized: area,
- * log-ratio per attempt, up to 10 attempts, then y0, x0), flip, brightness,
+ * log-ratio per attempt, up to 10 attempts, then y0, x0), flip (basic, full), brightness,
  * contrast, then the cutout centre (y, x) when cutout > 0. With resized_crop = 0 it gives the bits ct_augment_apply gives
  * for src = bytes / 255. */
 void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int c, float *dst, ct_rng *rng);

@@ -20,33 +20,31 @@ ct_augment ct_augment_default(int level) {
 ct_augment ct_augment_images(int level, int size) {
     ct_augment a = ct_augment_default(level);
     a.standardize = 0;
+    a.pad = size / 8 > 1 ? size / 8 : 1; /* shift's translation at any size */
     if (size > 32) {
         a.resized_crop = 1;
         a.scale_lo = 0.25f;
-        a.pad = 0;
-    } else {
-        a.pad = size / 8 > 1 ? size / 8 : 1;
     }
     return a;
 }
 
 int ct_augment_parse(ct_augment *a, const char *s) {
-    static const char *const names[3] = {"none", "basic", "full"};
+    static const char *const names[4] = {"none", "basic", "full", "shift"};
     CT_ASSERT(a);
-    for (int i = 0; s && i < 3; i++) {
+    for (int i = 0; s && i < 4; i++) {
         if (strcmp(s, names[i]) == 0 || (s[0] == '0' + i && s[1] == '\0')) {
             a->level = i;
             return 0;
         }
     }
-    return ct_fail(CT_EINPUT, "--augment: '%s' is not a level; use none (scale and standardise), "
-                   "basic (random crop + flip) or full (crop, flip, brightness, contrast)", s ? s : "");
+    return ct_fail(CT_EINPUT, "--augment: '%s' is not a level; use none (scale and standardise), shift (random "
+                   "padded crop, no flip), basic (crop + flip) or full (crop, flip, brightness, contrast)", s ? s : "");
 }
 
 int ct_augment_check(const ct_augment *a) {
     CT_ASSERT(a);
-    if (a->level < CT_AUG_NONE || a->level > CT_AUG_FULL)
-        return ct_fail(CT_EINPUT, "augment: level %d; use 0 (none), 1 (basic) or 2 (full)", a->level);
+    if (a->level < CT_AUG_NONE || a->level > CT_AUG_SHIFT)
+        return ct_fail(CT_EINPUT, "augment: level %d; use 0 (none), 1 (basic), 2 (full) or 3 (shift)", a->level);
     if (a->pad < 0 || a->pad > 1024)
         return ct_fail(CT_EINPUT, "augment: crop padding %d; use 0..1024 pixels (4 for 32x32 images)", a->pad);
     if (!isfinite(a->max_brightness) || a->max_brightness < 0)
@@ -125,10 +123,12 @@ static void contrast(float *img, int h, int w, int c, float f) {
     }
 }
 
-/* Flip, then (full) brightness and contrast, in the order of the random
- * numbers; returns whether the image was flipped. */
+/* Flip (basic, full), then (full) brightness and contrast, in the order of
+ * the random numbers; returns whether the image was flipped. shift draws
+ * nothing here. */
 static int jitter(const ct_augment *a, float *img, int h, int w, int c, ct_rng *rng) {
     size_t n = (size_t)h * w * c;
+    if (a->level == CT_AUG_SHIFT) return 0;
     int flip = (int)(ct_rng_next(rng) >> 63);
     if (flip) ct_augment_flip(img, h, w, c);
     if (a->level == CT_AUG_FULL) {
@@ -194,7 +194,7 @@ static void standardized_crop(const ct_augment *a, float *img, int h, int w, int
 
 void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int c, float *dst, ct_rng *rng) {
     CT_ASSERT(a && src && dst && h > 0 && w > 0 && c > 0);
-    CT_ASSERT(ct_augment_check(a) == 0 && !a->resized_crop);
+    CT_ASSERT(ct_augment_check(a) == 0 && (!a->resized_crop || a->level == CT_AUG_SHIFT));
     if (a->level == CT_AUG_NONE) {
         ct_augment_crop(dst, src, h, w, c, 0, 0, 0);
     } else {
@@ -265,7 +265,7 @@ void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int
     size_t n = (size_t)h * w * c;
     if (a->level == CT_AUG_NONE) {
         memcpy(dst, src, n * sizeof *dst);
-    } else if (a->resized_crop) {
+    } else if (a->resized_crop && a->level != CT_AUG_SHIFT) {
         CT_ASSERT(rng);
         int y0, x0, ch, cw;
         ct_augment_rrc_window(a, h, w, rng, &y0, &x0, &ch, &cw);

@@ -110,7 +110,7 @@ static int images_open(ct_data *d, const ct_data_opts *o) {
     d->train = &s->ds[0];
     d->test = s->ds[1].n ? &s->ds[1] : NULL;
     /* augmentation in the producers, on the decoded (or read) image */
-    d->aug = ct_augment_images(CT_AUG_BASIC, s->ds[0].h);
+    d->aug = ct_augment_images(CT_AUG_SHIFT, s->ds[0].h); /* a flip can change a digit's or glyph's class */
     d->aug.cutout = o->cutout;
     if ((o->augment && (rc = ct_augment_parse(&d->aug, o->augment))) ||
         (rc = ct_augsrc_init(&d->own[0], &d->actx, &s->src[0], &d->aug)))
@@ -141,10 +141,13 @@ static void images_describe(const ct_data *d, FILE *out) {
     if (s->tfrecord && n_train > 1) fprintf(out, " and %d more file%s", n_train + n_test - 1, n_train + n_test > 2 ? "s" : "");
     if (!s->shards && !s->dir.folders && !n_test) fprintf(out, ", %.0f%% of each class held out", 100 * d->o.val_split);
     if (s->dir.skipped) fprintf(out, ", %d unreadable file%s skipped", s->dir.skipped, s->dir.skipped == 1 ? "" : "s");
-    static const char *const levels[] = {"none", "basic", "full"};
+    static const char *const levels[] = {"none", "basic", "full", "shift"};
     const ct_augment *a = &d->aug;
     fprintf(out, "; augmentation %s%s%s\n", levels[a->level],
-            a->level == CT_AUG_NONE ? "" : a->resized_crop ? " (random-resized crop, flip" : " (padded crop, flip",
+            a->level == CT_AUG_NONE    ? ""
+            : a->level == CT_AUG_SHIFT ? " (padded crop, no flip"
+            : a->resized_crop          ? " (random-resized crop, flip"
+                                       : " (padded crop, flip",
             a->level == CT_AUG_NONE ? "" : a->level == CT_AUG_FULL ? ", brightness, contrast)" : ")");
 }
 
