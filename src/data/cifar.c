@@ -423,12 +423,6 @@ int ct_cifar_source_load(void *ctx, int index, float *dst, int32_t *label, ct_rn
 
 void ct_cifar_source_init(struct ct_source *src, ct_cifar_ctx *ctx) {
     CT_ASSERT(src && ctx && ctx->ds);
-    memset(src, 0, sizeof *src);
-    src->n = ctx->ds->n;
-    src->h = ctx->ds->h;
-    src->w = ctx->ds->w;
-    src->c = ctx->ds->c;
-    src->n_classes = ctx->ds->n_classes;
-    src->ctx = ctx;
-    src->load = ct_cifar_source_load;
+    const ct_dataset *ds = ctx->ds;
+    ct_source_init(src, ds->n, ds->h, ds->w, ds->c, ds->n_classes, ctx, ct_cifar_source_load);
 }

@@ -510,12 +510,7 @@ int ct_imgdir_source_init(ct_source *src, ct_imgdir_src_ctx *ctx, const ct_imgdi
     ctx->channels = channels;
     ctx->bad = ct_xcalloc((size_t)sp->n, sizeof *ctx->bad);
     atomic_init(&ctx->failed, 0);
-    src->n = sp->n;
-    src->h = src->w = size;
-    src->c = channels;
-    src->n_classes = d->n_classes;
-    src->ctx = ctx;
-    src->load = ct_imgdir_source_load;
+    ct_source_init(src, sp->n, size, size, channels, d->n_classes, ctx, ct_imgdir_source_load);
     return 0;
 }
 

@@ -629,12 +629,6 @@ int ct_shardset_source_init(ct_source *src, const ct_shardset *s) {
     if (s->n > INT_MAX)
         return ct_fail(CT_EINPUT, "%s: %lld %s records, more than a source holds (%d)", s->dir, (long long)s->n,
                        s->split, INT_MAX);
-    src->n = (int)s->n;
-    src->h = s->height;
-    src->w = s->width;
-    src->c = s->channels;
-    src->n_classes = s->n_classes;
-    src->ctx = (void *)s;
-    src->load = shard_load;
+    ct_source_init(src, (int)s->n, s->height, s->width, s->channels, s->n_classes, (void *)s, shard_load);
     return 0;
 }

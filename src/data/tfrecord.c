@@ -395,11 +395,6 @@ int ct_tfr_source_init(ct_source *src, ct_tfr_src_ctx *ctx, const ct_tfr_data *d
         return ct_fail(CT_EINPUT, "--tfrecord-shape %d,%d,%d: raw images are used as they are: give square ones, and "
                        "--size %d --channels %d or neither", d->raw_h, d->raw_w, d->raw_c, d->raw_h, d->raw_c);
     if (d->raw_h <= 0 && channels != 1 && channels != 3) return ct_fail(CT_EINPUT, "%d channels: expected 1 or 3", channels);
-    src->n = d->n[split];
-    src->h = src->w = size;
-    src->c = channels;
-    src->n_classes = d->n_classes;
-    src->ctx = ctx;
-    src->load = tfr_load;
+    ct_source_init(src, d->n[split], size, size, channels, d->n_classes, ctx, tfr_load);
     return 0;
 }
