@@ -126,6 +126,102 @@ mkdir -p "$tmp/two/a" "$tmp/two/b"
 for c in a b; do for i in 1 2; do cp "$here/tests/fuzz/corpus/image/rgb.bmp" "$tmp/two/$c/$i.bmp"; done; done
 bad "pack: OUT a file" 2 "empty" -- "$bin" pack "$tmp/two" "$tmp/empty" --size 8
 
+# --- nothing overwritten, nothing lost ---
+tfr() { # OUT IMAGE N CUT: N TF-Slim records of IMAGE (labels 0 1 0 1 ...); OUT.gz compressed; CUT > 0: a gzip
+        # stream flushed after record CUT and cut off there (gzip -t: "unexpected end of file")
+  python3 - "$@" <<'PY'
+import gzip, struct, sys, zlib
+def crc32c(b):
+    c = 0xffffffff
+    for x in b:
+        c ^= x
+        for _ in range(8): c = (c >> 1) ^ (0x82f63b78 & -(c & 1))
+    return c ^ 0xffffffff
+def mask(c): return (((c >> 15) | (c << 17)) + 0xa282ead8) & 0xffffffff
+def vi(n):
+    o = b""
+    while n >= 0x80: o += bytes([n & 0x7f | 0x80]); n >>= 7
+    return o + bytes([n])
+def ld(f, b): return vi(f << 3 | 2) + vi(len(b)) + b
+def feat(k, v): return ld(1, ld(1, k) + ld(2, v))
+def rec(img, lab):
+    d = ld(1, feat(b"image/encoded", ld(1, ld(1, img))) + feat(b"image/class/label", ld(3, ld(1, vi(lab)))))
+    h = struct.pack("<Q", len(d))
+    return h + struct.pack("<I", mask(crc32c(h))) + d + struct.pack("<I", mask(crc32c(d)))
+out, img, n, cut = sys.argv[1], open(sys.argv[2], "rb").read(), int(sys.argv[3]), int(sys.argv[4])
+body = [rec(img, i % 2) for i in range(n)]
+if cut:
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    data = c.compress(b"".join(body[:cut])) + c.flush(zlib.Z_FULL_FLUSH)
+else:
+    data = gzip.compress(b"".join(body)) if out.endswith(".gz") else b"".join(body)
+open(out, "wb").write(data)
+PY
+}
+# check NAME COND DETAIL: ok when the shell condition holds
+check() { if eval "$2"; then ok "$1"; else notok "$1" "$3"; fi; }
+ex=$tmp/ex.ckpt
+if timeout 300 "${FM[@]}" --quiet --checkpoint "$ex" >/dev/null 2>"$tmp/err"; then
+  cp "$ex" "$tmp/ex.orig"
+  bad "export over a FIFO" 2 "export .*fifo: is a FIFO" -- "$bin" export "$ex" "$tmp/fifo"
+  check "export leaves the FIFO in place" "[[ -p $tmp/fifo ]]" "$tmp/fifo is no longer a FIFO"
+  bad "export over a folder" 2 "export .*dir: is a folder" -- "$bin" export "$ex" "$tmp/dir"
+  # a device node of our own (a copy of /dev/null) where the file system allows one
+  dev=$tmp/null; mknod "$dev" c 1 3 2>/dev/null || dev=/dev/null
+  bad "export over a device" 2 "export .*null: is a device" -- "$bin" export "$ex" "$dev"
+  check "export leaves the device in place" "[[ -c $dev ]]" "$dev is no longer a device"
+  bad "export onto its own checkpoint" 2 "ex.ckpt: that is the checkpoint .*ex.ckpt itself" -- "$bin" export "$ex" "$ex"
+  ln "$ex" "$tmp/ex-link.ckpt"
+  bad "export onto a hard link of its checkpoint" 2 "ex-link.ckpt: that is the checkpoint .*itself" -- "$bin" export "$ex" "$tmp/ex-link.ckpt"
+  check "the checkpoint is untouched" "cmp -s $ex $tmp/ex.orig" "export changed the checkpoint"
+  # a NaN held-out share in a checkpoint whose CRC is right: refused, never cast to an integer (UBSan)
+  python3 -c 'import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<d", b, 72, float("nan"))  # hdr_v3.data_split: magic 8 + version 4 + size 4 + 56
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)' "$ex" "$tmp/nan.ckpt"
+  bad "checkpoint with a NaN held-out share" 2 "nan.ckpt: checkpoint field held-out share is nan" -- "$bin" eval "$tmp/nan.ckpt"
+else
+  notok "a checkpoint to export" "$(head -3 "$tmp/err")"
+fi
+bmp=$here/tests/fuzz/corpus/image/rgb.bmp
+tfr "$tmp/cut.tfrecord.gz" "$bmp" 20 10
+bad "gzip TFRecord cut off after record 10" 2 "cut.tfrecord.gz: the gzip stream is cut short .*10 whole records" -- \
+  "$bin" images "$tmp/cut.tfrecord.gz" --size 8 --model mlp --steps 1
+tfr "$tmp/ok.tfrecord.gz" "$bmp" 20 0
+{ head -c 60 "$tmp/ok.tfrecord.gz"; printf 'damage'; tail -c +67 "$tmp/ok.tfrecord.gz"; } >"$tmp/dmg.tfrecord.gz"
+bad "gzip TFRecord damaged: where, and the path once" 2 "^cltrain: [^ ]*dmg.tfrecord.gz: the gzip stream is damaged at byte [1-9][0-9]* of [0-9]+, after [0-9]+ bytes[^/]*$" -- \
+  "$bin" images "$tmp/dmg.tfrecord.gz" --size 8 --model mlp --steps 1
+bad "--train a FIFO (no hang)" 2 "fifo: is a FIFO" -- "$bin" images --train "$tmp/fifo" --size 8 --model mlp --steps 1
+bad "--test a FIFO (no hang)" 2 "fifo: is a FIFO" -- "$bin" images --train "$tmp/ok.tfrecord.gz" --test "$tmp/fifo" --size 8 --model mlp --steps 1
+printf 'This is a text file, not a picture; cltrain must say so.\n' >"$tmp/text.png"
+tfr "$tmp/text.tfrecord" "$tmp/text.png" 4 0
+bad "a text file inside a TFRecord" 2 "text.tfrecord: record [0-9]+ at offset [0-9]+: not an image" -- "$bin" images "$tmp/text.tfrecord" --size 8 --model mlp --steps 1
+timeout -k 5 20 "$bin" predict "$tmp/ex.ckpt" "$tmp/text.png" >/dev/null 2>"$tmp/err"; rc=$?
+check "predict: a text file is not an image" "[[ \$rc -eq 2 ]] && head -1 $tmp/err | grep -q 'text.png: not an image'" "$(head -2 "$tmp/err")"
+bad "--device 0:2^66 (wrapped to the default device)" 2 "--device '0:99999999999999999999'" -- "${FM[@]}" --device 0:99999999999999999999
+bad "--device 4294967296:0" 2 "--device '4294967296:0'" -- "${FM[@]}" --device 4294967296:0
+timeout -k 5 60 "${FM[@]}" --quiet --label-smoothing 1e-320 >/dev/null 2>"$tmp/err"; rc=$?
+check "--label-smoothing 1e-320 (a denormal) is a number in [0, 1)" "[[ \$rc -eq 0 ]]" "$(head -2 "$tmp/err")"
+# the tuning database: a FIFO there is refused without blocking; an unwritable cache is found before the search
+mkdir -p "$tmp/cache"
+CLTRAIN_CACHE_DIR=$tmp/cache timeout 120 "$bin" tune --model mlp --budget 1 >/dev/null 2>&1
+db=$(ls "$tmp/cache"/gemm-tune-*.txt 2>/dev/null | head -1)
+if [[ -n $db ]]; then
+  rm "$db"; mkfifo "$db"
+  CLTRAIN_CACHE_DIR=$tmp/cache timeout -k 5 60 "${FM[@]}" --quiet >/dev/null 2>"$tmp/err"; rc=$?
+  check "training with a FIFO as the tuning database (no hang): one line, trains" \
+    "[[ \$rc -eq 0 && \$(wc -l <$tmp/err) -eq 1 ]] && grep -q 'tuning database ignored: .*is a FIFO' $tmp/err" "$(head -2 "$tmp/err")"
+  CLTRAIN_CACHE_DIR=$tmp/cache timeout -k 5 20 "$bin" tune --model mlp --budget 60 >/dev/null 2>"$tmp/err"; rc=$?
+  check "tune with a FIFO as the tuning database (no hang): refused before the search" \
+    "[[ \$rc -eq 2 ]] && tail -1 $tmp/err | grep -q 'gemm-tune.*is a FIFO.*nothing was searched' && [[ -p $db ]]" "$(head -2 "$tmp/err")"
+else
+  notok "a tuning database to replace by a FIFO" "cltrain tune --budget 1 wrote none"
+fi
+CLTRAIN_CACHE_DIR=/proc/cltrain-cache timeout -k 5 20 "$bin" tune --model mlp --budget 60 >/dev/null 2>"$tmp/err"; rc=$?
+check "tune: an unwritable cache folder is found before the search" \
+  "[[ \$rc -eq 2 ]] && tail -1 $tmp/err | grep -q 'proc/cltrain-cache/gemm-tune.*nothing was searched'" "$(head -2 "$tmp/err")"
+
 # --- disk full: the save fails, the previous checkpoint survives, exit 1 ---
 ck=$tmp/run.ckpt
 if timeout 300 "$bin" fashion-mnist --data "$tmp/set" --model mlp --quiet --checkpoint "$ck" >/dev/null 2>"$tmp/err"; then

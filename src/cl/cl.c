@@ -133,14 +133,21 @@ int ct_cl_list(FILE *out) {
     return 0;
 }
 
-static int parse_spec(const char *spec, int *p, int *d) {
+/* "P:D", two plain decimal numbers in 0..65535 (no sign, space or overflow, which strtol would let wrap) */
+static int parse_index(const char *s, char stop, long *v, const char **rest) {
     char *end;
-    long a = strtol(spec, &end, 10);
-    if (end == spec || *end != ':') return -1;
-    const char *s2 = end + 1;
-    long b = strtol(s2, &end, 10);
-    if (end == s2 || *end) return -1;
-    if (a < 0 || b < 0) return -1;
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    *v = strtol(s, &end, 10);
+    if (errno == ERANGE || *v > 65535 || *end != stop) return -1;
+    *rest = end;
+    return 0;
+}
+
+static int parse_spec(const char *spec, int *p, int *d) {
+    long a, b;
+    const char *rest;
+    if (parse_index(spec, ':', &a, &rest) || parse_index(rest + 1, 0, &b, &rest)) return -1;
     *p = (int)a;
     *d = (int)b;
     return 0;
@@ -177,7 +184,7 @@ int ct_cl_open_rank(ct_cl *cl, const char *spec, int rank, int local_rank) {
 static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
     int want_p = -1, want_d = -1;
     if (spec && parse_spec(spec, &want_p, &want_d))
-        return ct_fail(CT_EINPUT, "%s '%s': expected PLATFORM:DEVICE such as 0:0; see `cltrain devices`", from, spec);
+        return ct_fail(CT_EINPUT, "%s '%s': expected PLATFORM:DEVICE such as 0:0 (each 0..65535); see `cltrain devices`", from, spec);
     cl_platform_id *plats;
     cl_uint np;
     int rc = get_platforms(&plats, &np);

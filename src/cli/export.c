@@ -4,6 +4,7 @@
  * plus per-image standardisation for CIFAR data sets. Tested by tests/onnx.sh. */
 #include "cli.h"
 #include "cltrain/checkpoint.h"
+#include "cltrain/file.h"
 #include "cltrain/onnx.h"
 #include <errno.h>
 #include <string.h>
@@ -43,6 +44,14 @@ int cmd_export(int argc, char **argv) {
     ct_ckpt ck;
     int rc = ct_ckpt_load(&ck, path);
     if (rc) return cli_fail(rc);
+    /* the output: a new file or a regular one, never the checkpoint itself (by inode, so links count) */
+    if (ct_file_same(path, out))
+        rc = ct_fail(CT_EINPUT, "export %s: that is the checkpoint %s itself; give another output file (OUT.onnx)", out, path);
+    if (!rc) rc = ct_file_probe_write(out, "export");
+    if (rc) {
+        ct_ckpt_free(&ck);
+        return cli_fail(rc);
+    }
     ct_model m;
     const ct_dataset_def *set = ct_dataset_find_kind(ck.data.kind);
     ct_onnx_meta meta = {.standardize = set && set->standardize, .dataset = ck.data.kind,

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -105,7 +106,8 @@ int cli_parse_num(const char *opt, const char *s, double lo, double hi, double *
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end || errno || !(v >= lo && v <= hi))
+    /* ERANGE on underflow (1e-320: a denormal or 0) still gives a number; only overflow is refused */
+    if (end == s || *end || (errno && (errno != ERANGE || isinf(v))) || !(v >= lo && v <= hi))
         return ct_fail(CT_EINPUT, "--%s %s: expected a number in %g..%g", opt, s, lo, hi);
     *out = v;
     return 0;

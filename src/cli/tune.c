@@ -10,6 +10,7 @@
  * faster, the model's shapes keep the defaults.
  * Tested by tests/tune.sh. */
 #include "cli.h"
+#include "cltrain/file.h"
 #include <string.h>
 
 /* mean step time over k steps */
@@ -198,6 +199,19 @@ static void free_model(ct_model *m, ct_cl *cl, ct_optim_state *opt) {
     ct_cl_close(cl);
 }
 
+/* The database must be writable (a new or a regular file in a folder that takes
+ * one): found out before the search, not after it. */
+static int db_writable(const char *path) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) { *slash = 0; ct_mkdir_p(dir); }
+    if (!ct_file_probe_write(path, "tuning database")) return 0;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", ct_last_error());
+    return ct_fail(CT_EINPUT, "%s (set CLTRAIN_CACHE_DIR to a writable folder); nothing was searched", why);
+}
+
 int cmd_tune(int argc, char **argv) {
     double budget = 0, t0 = ct_now();
     cli_opts c;
@@ -214,6 +228,10 @@ int cmd_tune(int argc, char **argv) {
     if ((rc = cli_bench_setup_db(&d, &cld, &c, CT_GEMM_NATIVE, &db))) return cli_fail(rc);
     if ((rc = ct_optim_setup(&od, &d, &o.optim))) {
         free_model(&d, &cld, NULL);
+        return cli_fail(rc);
+    }
+    if ((rc = db_writable(d.gemm.db_path))) {
+        free_model(&d, &cld, &od);
         return cli_fail(rc);
     }
     if (!budget) budget = cld.is_cpu ? 60 : 120;

@@ -90,8 +90,22 @@ static int bmp_check(const uint8_t *b, size_t n, const char **why) {
     return 1;
 }
 
+/* TGA has no signature: a header stb_image would take for one (its own
+ * stbi__tga_test), else the file is no image of a kind cltrain reads. */
+static int tga_plausible(const uint8_t *b, size_t n) {
+    if (n < 18 || b[1] > 1) return 0;
+    unsigned type = b[2], cm = b[7], bpp = b[16];
+    if (b[1] == 1 && ((type != 1 && type != 9) || (cm != 8 && cm != 15 && cm != 16 && cm != 24 && cm != 32))) return 0;
+    if (b[1] == 0 && type != 2 && type != 3 && type != 10 && type != 11) return 0;
+    if (b[1] == 1 && bpp != 8 && bpp != 16) return 0;
+    return bpp == 8 || bpp == 15 || bpp == 16 || bpp == 24 || bpp == 32;
+}
+
 static int tga_check(const uint8_t *b, size_t n, const char **why) {
-    if (n < 18) return truncated(why);
+    if (!tga_plausible(b, n)) {
+        *why = "not an image: no PNG, JPEG, BMP or GIF signature and no TGA header; give an image file";
+        return 0;
+    }
     unsigned type = b[2], bpp = b[16], cmbits = b[7];
     uint64_t w = le16(b + 12), h = le16(b + 14);
     if (!sides(w, h, why)) return 0;

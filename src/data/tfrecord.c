@@ -8,6 +8,7 @@
  * harness tests/fuzz/tfrecord.c. */
 #include "cltrain/tfrecord.h"
 #include "cltrain/common.h"
+#include "cltrain/file.h"
 #include "cltrain/images.h"
 #include "cltrain/source.h"
 #include <errno.h>
@@ -187,15 +188,29 @@ void ct_tfr_free(ct_tfr_data *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* The whole (uncompressed) contents of path into d's file list. */
-static int read_file(ct_tfr_data *d, const char *path) {
-    gzFile g = gzopen(path, "rb");
-    if (!g) return ct_fail(CT_EINPUT, "%s: cannot open (%s)", path, errno ? strerror(errno) : "out of memory");
-    gzbuffer(g, 1 << 17);
-    size_t cap = 1 << 16, n = 0;
+/* how many whole records the first n bytes of b frame (for saying how far a damaged file got) */
+static long long whole_records(const uint8_t *b, size_t n) {
+    size_t pos = 0, len;
+    const uint8_t *data;
+    char why[256];
+    long long k = 0;
+    while (ct_tfr_next(b, n, &pos, &data, &len, why, sizeof why) > 0) k++;
+    return k;
+}
+
+/* Inflate the gzip file z (zn bytes; members one after another, as gzip -c a b
+ * writes them) into *out. A stream that ends early or is damaged is refused
+ * with how far it got, compressed and uncompressed: inflate is used rather
+ * than gzread, which returns 0 at an early end as at a clean one and drops
+ * the count of the call that fails. */
+static int gunzip(const char *path, const uint8_t *z, size_t zn, uint8_t **out, size_t *outn) {
+    z_stream s;
+    memset(&s, 0, sizeof s);
+    if (inflateInit2(&s, 15 + 16) != Z_OK) return ct_fail(CT_ENOMEM, "%s: out of memory opening it", path);
+    size_t cap = zn < ((size_t)1 << 20) ? (size_t)1 << 20 : zn * 2, n = 0, in = 0;
     uint8_t *b = malloc(cap);
-    int rc = 0;
-    for (;;) {
+    int rc = 0, zr = Z_OK;
+    while (!rc) {
         if (!b) { rc = ct_fail(CT_ENOMEM, "%s: out of memory reading it", path); break; }
         if (n == cap) {
             if ((uint64_t)cap * 2 > CT_TFR_MAX_FILE) { rc = ct_fail(CT_EINPUT, "%s: larger than 64 GiB uncompressed", path); break; }
@@ -204,19 +219,49 @@ static int read_file(ct_tfr_data *d, const char *path) {
             b = nb;
             cap *= 2;
         }
-        int want = cap - n > (1u << 30) ? 1 << 30 : (int)(cap - n);
-        int k = gzread(g, b + n, (unsigned)want);
-        if (k < 0) {
-            int e;
-            const char *msg = gzerror(g, &e);
-            rc = ct_fail(CT_EINPUT, "%s: at byte %zu: %s (damaged gzip stream?)", path, n, e == Z_ERRNO ? strerror(errno) : msg);
-            break;
+        size_t ia = zn - in < (1u << 30) ? zn - in : 1u << 30, oa = cap - n < (1u << 30) ? cap - n : 1u << 30;
+        s.next_in = (uint8_t *)z + in;
+        s.avail_in = (uInt)ia;
+        s.next_out = b + n;
+        s.avail_out = (uInt)oa;
+        zr = inflate(&s, Z_NO_FLUSH);
+        in += ia - s.avail_in;
+        n += oa - s.avail_out;
+        if (zr == Z_STREAM_END) {
+            /* another member follows, or the end (bytes after the last member are ignored, as gzip does) */
+            if (zn - in < 2 || z[in] != 0x1f || z[in + 1] != 0x8b) break;
+            inflateReset(&s);
+            continue;
         }
-        if (k == 0) break;
-        n += (size_t)k;
+        if (zr == Z_OK || (zr == Z_BUF_ERROR && in < zn)) continue;
+        const char *what = zr == Z_BUF_ERROR ? "the gzip stream is cut short" : "the gzip stream is damaged";
+        rc = ct_fail(CT_EINPUT, "%s: %s at byte %zu of %zu, after %zu bytes of records (%lld whole records) (zlib: %s); "
+                     "copy or write the file again", path, what, in, zn, n, whole_records(b, n),
+                     zr == Z_BUF_ERROR ? "unexpected end of file" : s.msg ? s.msg : "error");
     }
-    gzclose(g);
+    inflateEnd(&s);
     if (rc) { free(b); return rc; }
+    *out = b;
+    *outn = n;
+    return 0;
+}
+
+/* The whole (uncompressed) contents of path into d's file list: plain
+ * TFRecord, or gzip-compressed (TFRecord's GZIP option). */
+static int read_file(ct_tfr_data *d, const char *path) {
+    uint8_t *raw, *b;
+    size_t rawn, n;
+    /* a FIFO, device or folder is refused before anything blocks */
+    int rc = ct_file_read_all(path, "a TFRecord file (.tfrecord, or gzip-compressed)", CT_TFR_MAX_FILE, &raw, &rawn);
+    if (rc) return rc;
+    if (rawn >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
+        rc = gunzip(path, raw, rawn, &b, &n);
+        free(raw);
+        if (rc) return rc;
+    } else {
+        b = raw;
+        n = rawn;
+    }
     int i = d->n_files++;
     d->paths = realloc(d->paths, (size_t)d->n_files * sizeof *d->paths);
     d->bufs = realloc(d->bufs, (size_t)d->n_files * sizeof *d->bufs);

@@ -8,6 +8,8 @@
  * `cltrain tune` (tune.c) fills it; gemm.c reads it at ct_gemm_init.
  * Tested by tests/tune.sh (database errors) and tests/test_gemm.c. */
 #include "cltrain/gemm.h"
+#include "cltrain/file.h"
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -79,6 +81,7 @@ int ct_gemm_db_save(const ct_gemm *g, const char *path) {
     char *slash = strrchr(dir, '/');
     if (slash) { *slash = 0; ct_mkdir_p(dir); }
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    if (ct_file_check_target(path, "tuning database")) return CT_EINPUT; /* never rename over a FIFO or device */
     FILE *f = fopen(tmp, "w");
     if (!f) return ct_fail(CT_EIO, "%s: cannot write the tuning database; check CLTRAIN_CACHE_DIR", tmp);
     const ct_cl *cl = g->cl;
@@ -208,8 +211,16 @@ static int load_lines(ct_gemm *g, const char *path, FILE *f) {
 }
 
 int ct_gemm_db_load(ct_gemm *g, const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 1;
+    struct stat st;
+    if (stat(path, &st) != 0) return 1; /* none yet */
+    FILE *f;
+    /* a FIFO, device or folder there is refused without blocking */
+    if (ct_file_open_read(path, "a tuning database file", &f, NULL)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        return ct_fail(CT_EINPUT, "tuning database ignored: %s; using the shipped defaults (remove it, or set "
+                       "CLTRAIN_CACHE_DIR to another folder)", why);
+    }
     g->n_choices = g->n_convs = 0;
     int rc = load_lines(g, path, f);
     fclose(f);

@@ -99,6 +99,7 @@ int ct_ckpt_save(const ct_ckpt *st, const char *path) {
     CT_ASSERT(little_endian());
     CT_ASSERT(st->n_state >= 0 && st->n_state <= CT_CKPT_MAX_STATE);
     char tmp[4200];
+    if (ct_file_check_target(path, "--checkpoint")) return CT_EINPUT; /* never rename over a device, FIFO or folder */
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return ct_fail(CT_EIO, "%s: cannot write checkpoint: %s", path, strerror(errno));
@@ -289,7 +290,9 @@ static int validate(const ct_ckpt *st, const char *path) {
     if (st->data.kind[0] && !ct_dataset_find_kind(st->data.kind)) /* "": not recorded */
         return ct_fail(CT_EINPUT, "%s: checkpoint field data set is '%s', expected one of %s; the file is damaged or not "
                        "written by cltrain", path, st->data.kind, ct_dataset_list());
-    if (!(st->data.split >= 0 && st->data.split <= 0.9)) return bad_field(path, "held-out share (x1000)", (long long)(st->data.split * 1000), "0..900");
+    if (!(st->data.split >= 0 && st->data.split <= 0.9)) /* NaN too: printed as a double, never cast */
+        return ct_fail(CT_EINPUT, "%s: checkpoint field held-out share is %g, expected 0..0.9; the file is damaged or not "
+                       "written by cltrain", path, st->data.split);
     if (st->data.classes < 0 || st->data.classes > 65536) return bad_field(path, "classes", st->data.classes, "0..65536");
     /* the model: it parses, and its shapes agree with the parameters and the class names */
     ct_model m;

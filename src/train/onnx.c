@@ -475,6 +475,8 @@ int ct_onnx_encode(const ct_model *m, const float *params, const ct_onnx_meta *m
 
 int ct_write_file_atomic(const char *path, const void *data, size_t n) {
     char tmp[4200];
+    int rc = ct_file_check_target(path, "output"); /* never rename over a device, FIFO or folder */
+    if (rc) return rc;
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return ct_fail(CT_EIO, "%s: cannot write (%s); check the folder exists and is writable", path, strerror(errno));

@@ -37,8 +37,8 @@ int ct_file_check(const char *path, const char *what) {
     return S_ISREG(st.st_mode) ? 0 : not_regular(path, what, st.st_mode);
 }
 
-int ct_file_open_read(const char *path, const char *what, FILE **f, int64_t *size) {
-    *f = NULL;
+int ct_file_open_fd(const char *path, const char *what, int *fdp, int64_t *size) {
+    *fdp = -1;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return open_fail(path, what, errno);
     struct stat st;
@@ -53,13 +53,22 @@ int ct_file_open_read(const char *path, const char *what, FILE **f, int64_t *siz
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fdp = fd;
+    if (size) *size = (int64_t)st.st_size;
+    return 0;
+}
+
+int ct_file_open_read(const char *path, const char *what, FILE **f, int64_t *size) {
+    *f = NULL;
+    int fd;
+    int rc = ct_file_open_fd(path, what, &fd, size);
+    if (rc) return rc;
     *f = fdopen(fd, "rb");
     if (!*f) {
         int e = errno;
         close(fd);
         return open_fail(path, what, e);
     }
-    if (size) *size = (int64_t)st.st_size;
     return 0;
 }
 
@@ -92,11 +101,23 @@ int ct_file_read_all(const char *path, const char *what, size_t max, uint8_t **b
     return 0;
 }
 
-int ct_file_probe_write(const char *path, const char *opt) {
+int ct_file_check_target(const char *path, const char *opt) {
     struct stat st;
     if (!*path) return ct_fail(CT_EINPUT, "%s '': expected a file name", opt);
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return ct_fail(CT_EINPUT, "%s %s: is %s; expected a file to write", opt, path, kind_of(st.st_mode));
+        return ct_fail(CT_EINPUT, "%s %s: is %s; expected a file to write (a new one, or a regular file to replace)", opt,
+                       path, kind_of(st.st_mode));
+    return 0;
+}
+
+int ct_file_same(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int ct_file_probe_write(const char *path, const char *opt) {
+    int rc = ct_file_check_target(path, opt);
+    if (rc) return rc;
     char probe[4200];
     if (snprintf(probe, sizeof probe, "%s.probe.%d", path, (int)getpid()) >= (int)sizeof probe)
         return ct_fail(CT_EINPUT, "%s %s: path too long", opt, path);
