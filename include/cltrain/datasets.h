@@ -73,6 +73,7 @@ typedef struct ct_data_opts {
     int coarse;                /* --labels coarse (cifar100) */
     int size, channels;        /* --size, --channels (images; 0: from the shards, else 64 and 3) */
     double val_split;          /* --val-split (images) [0.1] */
+    int val_split_set;         /* --val-split was given (refused where the set has its own split) */
     int strict;                /* --strict (images): an unreadable image is an error */
 } ct_data_opts;
 void ct_data_opts_defaults(ct_data_opts *o);
@@ -104,8 +105,24 @@ typedef struct ct_data {
 /* what a data set's command takes as arguments (ct_dataset_def.from_files) */
 enum { CT_FILES_NONE = 0, CT_FILES_IMAGES = 1, CT_FILES_ARRAYS = 2 };
 
+/* What a data set takes beyond the options every training command has
+ * (ct_dataset_def.takes): the command line refuses the others with a reason. */
+enum {
+    CT_DS_PATH = 1,            /* --data (images and arrays name their files as arguments) */
+    CT_DS_AUGMENT = 2,         /* --augment, --cutout */
+    CT_DS_LABELS = 4,          /* --labels fine|coarse */
+    CT_DS_RESIZE = 8,          /* --size, --channels: images are decoded to a chosen shape */
+    CT_DS_SPLIT = 16,          /* --val-split: a share of each class may be held out */
+    CT_DS_IMAGES = 32,         /* --strict and the TFRecord options */
+    CT_DS_ARRAYS = 64,         /* --x, --y, --layout */
+    CT_DS_RESIDENT = 128,      /* --resident: raw bytes in memory, nothing done on the host */
+};
+
 typedef struct ct_dataset_def {
     const char *name;          /* the command: cltrain NAME */
+    const char *help;          /* one line for --help */
+    const char *args;          /* the command's arguments for --help ("" when none) */
+    unsigned takes;            /* CT_DS_* */
     const char *kind;          /* ct_ckpt_data.kind of its checkpoints */
     const char *model;         /* default --model */
     const char *default_path;  /* without --data (NULL: the command's arguments name it) */

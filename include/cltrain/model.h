@@ -133,6 +133,8 @@ typedef struct ct_model {
 int ct_model_parse(ct_model *m, const char *text, const char *name);
 /* Load --model NAME|FILE.cfg: a path if it contains '/' or ends in .cfg, else a built-in. */
 int ct_model_load(ct_model *m, const char *spec);
+/* "mnist-cnn, mnist-cnn-bn, mlp, ...": the built-in models (for --help and messages) */
+const char *ct_model_builtins(void);
 /* The same, fitted to the data: the [net] section's height, width, channels
  * and classes and the last [dense] section's outputs are set to these, and
  * m->cfg holds the rewritten text (so checkpoints load without the data). */

@@ -736,6 +736,7 @@ int cmd_bench(int argc, char **argv) {
     const char *what = argv[1];
     cli_opts c;
     cli_opts_defaults(&c);
+    cli_opts_for(&c, CLI_BENCH, "bench", NULL);
     int rc = cli_parse_train(argc - 1, argv + 1, &c);
     if (rc) return cli_fail(rc);
     if (!strcmp(what, "kernels")) rc = bench_kernels(&c);

@@ -10,22 +10,37 @@
 #include "cltrain/datasets.h"
 #include "cltrain/train.h"
 
+/* The commands that parse options with cli_parse_train (and, for the help
+ * and the messages that name who takes an option, those with their own). */
+enum { CLI_TRAIN = 1, CLI_EVAL = 2, CLI_BENCH = 4, CLI_TUNE = 8, CLI_PACK = 16, CLI_PREDICT = 32 };
+
 /* One command's options: what it trains with, its data set's options, and
  * those only one command reads. Filled by cli_parse_train. */
 typedef struct cli_opts {
     ct_train_opts train;
     ct_data_opts data;         /* --data, --augment, --cutout, --labels, --size, --channels, --val-split, --strict */
     const char *confusion_png; /* eval --confusion-png FILE */
-    int top;                   /* --top K (accepted by every command; predict parses its own) [5] */
+    const char *curves_png;    /* training --curves-png FILE */
+    int top;                   /* --top K (predict parses its own) [5] */
+    unsigned cmd;              /* CLI_*: which options are taken (0: as CLI_TRAIN) */
+    const char *cmd_name;      /* for messages: "eval", "mnist", ... */
+    const ct_dataset_def *set; /* a training command's data set (which data options it takes) */
     const char *x_key, *y_key; /* arrays --x KEY[,TESTKEY] --y KEY[,TESTKEY]: the .npz's arrays */
     const char *layout;        /* arrays --layout NHWC|NCHW|NHW */
     char spec[CT_ARRAYS_SPEC]; /* arrays: the spec string built from the files and those (the data path) */
 } cli_opts;
 void cli_opts_defaults(cli_opts *c);
+/* The command c's options are parsed for: cmd (CLI_*), its name, and for a training command its data set. */
+void cli_opts_for(cli_opts *c, unsigned cmd, const char *name, const ct_dataset_def *set);
 /* argv[1..] into c (argv[0] stands for the command). CT_EINPUT naming the
- * option on bad usage; -h prints the usage and exits. */
+ * option on bad usage, or the commands that take an option this one does not;
+ * -h prints the command's help and exits. */
 int cli_parse_train(int argc, char **argv, cli_opts *c);
-void cli_usage(FILE *f);
+/* The options command cmd takes (set: a training command's data set), one
+ * per line, generated from the option, model, optimizer and data-set tables;
+ * and the same after the command's usage lines. */
+void cli_print_options(FILE *f, unsigned cmd, const ct_dataset_def *set);
+void cli_print_command_help(FILE *f, unsigned cmd, const ct_dataset_def *set);
 /* Print ct_last_error (with the rank under mpirun) and return the exit status for code. */
 int cli_fail(int code);
 /* --opt VALUE as a whole number (a number) in lo..hi, or CT_EINPUT naming the option. */
@@ -36,7 +51,7 @@ int train_exit(int rc, const ct_train_result *res);
 /* Load --model once and drop it, so a bad one fails before seconds of data loading. */
 int cli_check_model(const ct_train_opts *o);
 
-/* the commands (main.c dispatches) */
+/* the commands (main.c dispatches) and the help of those with their own options */
 int cmd_train(const ct_dataset_def *set, int argc, char **argv); /* cltrain mnist|fashion-mnist|cifar10|cifar100|images|arrays */
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
@@ -44,6 +59,9 @@ int cmd_eval(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+void cli_pack_help(FILE *f);
+void cli_predict_help(FILE *f);
+void cli_export_help(FILE *f);
 
 /* bench and tune: --model (fitted to --size/--channels) on o->device, set up for
  * o->batch with weights from o->seed and one batch of random bytes loaded. */

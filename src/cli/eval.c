@@ -48,6 +48,7 @@ int cmd_eval(int argc, char **argv) {
     const char *path = argv[1];
     cli_opts c;
     cli_opts_defaults(&c);
+    cli_opts_for(&c, CLI_EVAL, "eval", NULL);
     const ct_train_opts *o = &c.train;
     int rc = cli_parse_train(argc - 1, argv + 1, &c);
     if (rc) return cli_fail(rc);

@@ -28,12 +28,17 @@ static void dataset_names(const ct_ckpt *ck, ct_data *d) {
     if (set && set->names_classes) ct_data_reopen(d, set, &ck->data, ck->data.path, ck->seed, 0, 0);
 }
 
-int cmd_export(int argc, char **argv) {
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("Usage: cltrain export CHECKPOINT OUT.onnx\n"
+void cli_export_help(FILE *f) {
+    fprintf(f, "Usage: cltrain export CHECKPOINT OUT.onnx\n"
                "Write the checkpoint's network as an ONNX model (opset 13). Input \"pixels\": float [N, C, H, W],\n"
                "raw 0..255 values (the graph scales and, for CIFAR, standardises them); outputs \"logits\" and\n"
-               "\"probabilities\". Class names, the cltrain version and the checkpoint's CRC are in metadata_props.\n");
+               "\"probabilities\". Class names, the cltrain version and the checkpoint's CRC are in metadata_props.\n"
+               "  --help                  this help\n");
+}
+
+int cmd_export(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        cli_export_help(stdout);
         return 0;
     }
     if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') {

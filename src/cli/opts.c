@@ -10,91 +10,9 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
-
-void cli_usage(FILE *f) {
-    fprintf(f,
-            "Usage: cltrain COMMAND [OPTIONS]\n"
-            "Train convolutional networks with hand-written OpenCL kernels.\n\n"
-            "Commands:\n"
-            "  devices                 list OpenCL platforms and devices\n"
-            "  mnist                   train on MNIST digits (datasets/mnist, downloaded if missing)\n"
-            "  fashion-mnist           train on Fashion-MNIST (Debian's dataset-fashion-mnist; works offline)\n"
-            "  cifar10, cifar100       CIFAR binary batches (datasets/cifar10, downloaded if missing), augmented\n"
-            "  images DIR              train on an image folder (DIR/CLASS/*.png|jpg|...) or on shards from `pack`\n"
-            "  images FILE.tfrecord... train on TFRecord files of tf.train.Example records (plain or gzip)\n"
-            "  arrays FILE.npz         train on NumPy arrays: x_train, y_train, x_test, y_test (np.savez, Keras)\n"
-            "  arrays X.npy Y.npy [XTEST.npy YTEST.npy]  the same from .npy files (mapped: may exceed memory)\n"
-            "  pack DIR OUT            decode and resize DIR's images once into record shards in OUT\n"
-            "  pack FILE.npz OUT       (or X.npy Y.npy [XT.npy YT.npy] OUT) arrays as record shards\n"
-            "  eval CHECKPOINT         test accuracy, per-class accuracy, confusion matrix\n"
-            "  predict CHECKPOINT IMG...  the top classes of each image, with probabilities\n"
-            "  export CHECKPOINT OUT.onnx  the trained network as an ONNX model (raw 0..255 pixels in)\n"
-            "  bench kernels|train|pipeline|dist  measured figures, as tables (dist under mpirun)\n"
-            "  bench images|probe      image decoding against shards per thread; one start-up (what `bench train` times)\n"
-            "  tune                    search GEMM kernels and parameters for --model's shapes on this device,\n"
-            "                          within --budget SECONDS [60 on a CPU]; training and benches use the result\n\n"
-            "Training options:\n"
-            "  --model NAME|FILE.cfg   built-in model (mnist-cnn, mlp) or a .cfg file [mnist-cnn]\n"
-            "  --epochs N              passes over the training set [1]\n"
-            "  --batch-size N          images per step [128]\n"
-            "  --lr X                  learning rate [3e-4 for adam and adamw, 0.01 for sgd and nesterov]\n"
-            "  --optimizer NAME        adam: Adam, --weight-decay as lr*wd*p outside the moments [default]\n"
-            "                          adamw: AdamW, the decay decoupled from --lr too: wd per step\n"
-            "                          sgd: SGD with momentum; nesterov: SGD with Nesterov momentum\n"
-            "  --momentum X            SGD and Nesterov momentum [0.9]\n"
-            "  --weight-decay X        weight decay on weights (not biases) [0]\n"
-            "  --seed N                weights and data order depend only on it [1]\n"
-            "  --eval-every N          also evaluate every N steps [0: each epoch end]\n"
-            "  --data DIR              where the data set is\n"
-            "  --device P:D            OpenCL platform:device (see `cltrain devices`; or CLTRAIN_DEVICE)\n"
-            "  --gemm native|clblast|auto  matrix-product path [native]\n"
-            "  --conv im2col|winograd|winograd4|direct|auto  convolutions as im2col + GEMM; 3x3 stride-1\n"
-            "                          ones as Winograd F(2x2,3x3) or F(4x4,3x3); direct: those with outputs\n"
-            "                          in 16s by kernels without im2col; auto: on a CPU F(4x4,3x3) where a\n"
-            "                          3x3 stride-1 layer has 8 or more input channels, direct for the rest\n"
-            "                          where it fits; im2col elsewhere [auto]\n"
-            "  --steps N               stop after N steps\n"
-            "  --producers N|auto      input threads; 0 loads inside the training loop [auto]\n"
-            "  --prefetch K            batch slots in flight [2 x producers, at least 4]\n"
-            "  --resident              keep the whole data set on the device, gather batches there\n"
-            "  --io-latency-us N       simulated storage latency per sample (a sleep; for benchmarks)\n"
-            "  --limit-train N, --limit-test N  use only the first N images\n"
-            "  --quiet                 no progress lines;  --progress-every N  a line every N steps [50]\n"
-            "  --checkpoint FILE       save training state (atomically) at each epoch end and on Ctrl-C\n"
-            "  --checkpoint-every N    also every N steps;  --keep K  keep K numbered copies FILE.<step>\n"
-            "  --resume FILE           continue exactly where a checkpoint stopped\n"
-            "  --on-nan stop|skip      a NaN/Inf gradient stops training (exit 1) or skips the step [stop]\n"
-            "  --schedule constant|step|cosine, --warmup N   learning-rate schedule [constant]\n"
-            "  --label-smoothing E     train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]\n"
-            "  --tta none|flip         evaluation: average the logits of each image and its mirror [none]\n"
-            "  --augment none|shift|basic|full  shift: padded crop (translation), no flip; basic: crop + flip;\n"
-            "                          full: + brightness/contrast [cifar: full, always standardised; images:\n"
-            "                          shift (a flip can change a digit's class); basic/full: a random-resized crop above 32x32]\n"
-            "  --cutout N              after augmenting, zero an NxN square at a random centre [0: off]\n"
-            "  --labels fine|coarse    (cifar100) which labels [fine]\n"
-            "  --logdir DIR            write DIR/metrics.csv and a TensorBoard event file\n"
-            "  --size S, --channels 1|3  (images, pack) decode and resize to SxS, grey or RGB [64, 3]\n"
-            "  --val-split F           (images, pack) share of each class held out, without train/ test/ [0.1]\n"
-            "  --strict                (images, pack) an unreadable image is an error, not skipped\n"
-            "  --x KEY[,TESTKEY], --y KEY[,TESTKEY]  (arrays) the .npz's image and label arrays\n"
-            "                          [x_train,x_test and y_train,y_test; without test arrays --val-split]\n"
-            "  --layout NHWC|NCHW|NHW  (arrays) image layout [NHW for 3 dimensions, NHWC for 4]\n"
-            "  --top K                 (predict) classes shown per image [5]\n"
-            "  --train GLOB, --test GLOB  (images, pack) TFRecord files of the two splits (else --val-split)\n"
-            "  --tfrecord-image KEY    (images, pack) bytes feature holding the image [image/encoded]\n"
-            "  --tfrecord-label KEY    (images, pack) int64 feature holding the label [image/class/label]\n"
-            "  --tfrecord-shape H,W,C  (images, pack) the image feature is raw HWC pixels of this shape\n"
-            "  --confusion-png FILE    (eval) write the confusion matrix as an image\n"
-            "  --bucket-mb X           (mpirun) gradient all-reduce bucket size [1]\n"
-            "  --comm-timeout S        (mpirun) a rank that has not answered for S seconds while training\n"
-            "                          ends the job, naming it (a cut link hangs TCP for minutes) [120; 0: off]\n"
-            "  -h, --help              this help;  -V, --version  version\n\n"
-            "Data-parallel: `mpirun -np N cltrain ...` runs N ranks, one device each; --batch-size is per rank.\n"
-            "Environment: CLTRAIN_DEVICE, CLTRAIN_DEBUG=1|2, CLTRAIN_SYNC=1, CLTRAIN_KERNEL_DIR,\n"
-            "CLTRAIN_CACHE_DIR, CLTRAIN_GEMM=TM,NV,KCHUNK or local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK (see README).\n");
-}
 
 int cli_fail(int code) {
     if (ct_world.size > 1 && ct_world.rank > 0) fprintf(stderr, "cltrain: rank %d: %s\n", ct_world.rank, ct_last_error());
@@ -126,34 +44,273 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
-       O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO, O_CONV, O_XKEY, O_YKEY, O_LAYOUT };
+       O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO, O_CONV, O_CURVES, O_BUDGET, O_TFR_IMAGE, O_TFR_LABEL, O_TFR_SHAPE, O_TRAIN, O_TEST,
+       O_XKEY, O_YKEY, O_LAYOUT };
 
-static const struct option long_opts[] = {
-    {"model", required_argument, 0, O_MODEL}, {"epochs", required_argument, 0, O_EPOCHS},
-    {"batch-size", required_argument, 0, O_BATCH}, {"lr", required_argument, 0, O_LR},
-    {"optimizer", required_argument, 0, O_OPT}, {"momentum", required_argument, 0, O_MOM},
-    {"weight-decay", required_argument, 0, O_WD}, {"seed", required_argument, 0, O_SEED},
-    {"eval-every", required_argument, 0, O_EVAL}, {"data", required_argument, 0, O_DATA},
-    {"device", required_argument, 0, O_DEVICE}, {"gemm", required_argument, 0, O_GEMM},
-    {"steps", required_argument, 0, O_STEPS}, {"limit-train", required_argument, 0, O_LTRAIN},
-    {"limit-test", required_argument, 0, O_LTEST}, {"quiet", no_argument, 0, O_QUIET},
-    {"producers", required_argument, 0, O_PROD}, {"prefetch", required_argument, 0, O_PREFETCH},
-    {"resident", no_argument, 0, O_RESIDENT}, {"io-latency-us", required_argument, 0, O_IOLAT},
-    {"checkpoint", required_argument, 0, O_CKPT}, {"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
-    {"keep", required_argument, 0, O_KEEP}, {"resume", required_argument, 0, O_RESUME},
-    {"on-nan", required_argument, 0, O_ONNAN}, {"schedule", required_argument, 0, O_SCHED},
-    {"warmup", required_argument, 0, O_WARMUP}, {"confusion-png", required_argument, 0, O_CONFPNG},
-    {"logdir", required_argument, 0, O_LOGDIR}, {"augment", required_argument, 0, O_AUGMENT},
-    {"labels", required_argument, 0, O_LABELS}, {"progress-every", required_argument, 0, O_PROGRESS},
-    {"bucket-mb", required_argument, 0, O_BUCKET}, {"size", required_argument, 0, O_SIZE},
-    {"channels", required_argument, 0, O_CHANNELS}, {"val-split", required_argument, 0, O_VALSPLIT},
-    {"strict", no_argument, 0, O_STRICT}, {"top", required_argument, 0, O_TOP},
-    {"label-smoothing", required_argument, 0, O_SMOOTH}, {"tta", required_argument, 0, O_TTA},
-    {"cutout", required_argument, 0, O_CUTOUT}, {"comm-timeout", required_argument, 0, O_COMMTO},
-    {"conv", required_argument, 0, O_CONV}, {"x", required_argument, 0, O_XKEY},
-    {"y", required_argument, 0, O_YKEY}, {"layout", required_argument, 0, O_LAYOUT},
-    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+/* Which commands take an option (CLI_*), and for a training command what
+ * its data set must take (CT_DS_*, 0: any). The option table is the only
+ * list: getopt's, every --help and every "not an option of" message come
+ * from it. Options parsed elsewhere (--budget by tune, the TFRecord ones by
+ * images and pack, --top by predict) are here for the help and the message. */
+#define T CLI_TRAIN
+#define E CLI_EVAL
+#define B CLI_BENCH
+#define U CLI_TUNE
+#define P CLI_PACK
+typedef struct opt_def {
+    const char *name;
+    int has_arg, id;
+    unsigned cmds, needs;
+    const char *arg, *help;     /* help: lines joined by \n; NULL: generated (see opt_help) */
+} opt_def;
+static const opt_def opt_table[] = {
+    {"model", 1, O_MODEL, T | B | U, 0, "NAME|FILE.cfg", NULL},
+    {"epochs", 1, O_EPOCHS, T, 0, "N", "passes over the training set [1]"},
+    {"batch-size", 1, O_BATCH, T | E | B | U, 0, "N", "images per step (per rank under mpirun) [128]"},
+    {"lr", 1, O_LR, T | B | U, 0, "X", NULL},
+    {"optimizer", 1, O_OPT, T | B | U, 0, "NAME", NULL},
+    {"momentum", 1, O_MOM, T | B | U, 0, "X", "SGD and Nesterov momentum [0.9]"},
+    {"weight-decay", 1, O_WD, T | B | U, 0, "X", "weight decay on weights (not biases) [0]"},
+    {"seed", 1, O_SEED, T | B | U, 0, "N", "weights and data order depend only on it [1]"},
+    {"eval-every", 1, O_EVAL, T, 0, "N", "also evaluate every N steps [0: each epoch end]"},
+    {"data", 1, O_DATA, T | E | B, CT_DS_PATH, "DIR", "where the data set is [the set's folder; eval: the checkpoint's]"},
+    {"device", 1, O_DEVICE, T | E | B | U, 0, "P:D", "OpenCL platform:device (see `cltrain devices`; or CLTRAIN_DEVICE)"},
+    {"gemm", 1, O_GEMM, T | E | B, 0, "native|clblast|auto", "matrix-product path [native]"},
+    {"conv", 1, O_CONV, T | E | B | U, 0, "im2col|winograd|winograd4|direct|auto",
+     "convolutions as im2col + GEMM; 3x3 stride-1 ones as Winograd F(2x2,3x3)\n"
+     "or F(4x4,3x3); direct: those with outputs in 16s by kernels without im2col;\n"
+     "auto: on a CPU F(4x4,3x3) where a 3x3 stride-1 layer has 8 or more input\n"
+     "channels, direct for the rest where it fits; im2col elsewhere [auto]"},
+    {"steps", 1, O_STEPS, T | B, 0, "N", "stop after N steps [bench: 20 for train, 30 for pipeline]"},
+    {"limit-train", 1, O_LTRAIN, T | B, 0, "N", "use only the first N training images"},
+    {"limit-test", 1, O_LTEST, T | E, 0, "N", "use only the first N test images"},
+    {"quiet", 0, O_QUIET, T, 0, NULL, "no progress lines (the results are still printed)"},
+    {"progress-every", 1, O_PROGRESS, T, 0, "N", "a progress line every N steps [50]"},
+    {"producers", 1, O_PROD, T | B, 0, "N|auto", "input threads; 0 loads inside the training loop [auto]"},
+    {"prefetch", 1, O_PREFETCH, T | B, 0, "K", "batch slots in flight [2 x producers, at least 4]"},
+    {"resident", 0, O_RESIDENT, T, CT_DS_RESIDENT, NULL, "keep the whole data set on the device, gather batches there"},
+    {"io-latency-us", 1, O_IOLAT, T, 0, "N", "simulated storage latency per sample (a sleep; for benchmarks)"},
+    {"checkpoint", 1, O_CKPT, T, 0, "FILE", "save training state (atomically) at each epoch end and on Ctrl-C"},
+    {"checkpoint-every", 1, O_CKPT_EVERY, T, 0, "N", "with --checkpoint: also every N steps"},
+    {"keep", 1, O_KEEP, T, 0, "K", "with --checkpoint: keep K numbered copies FILE.<step> as well"},
+    {"resume", 1, O_RESUME, T, 0, "FILE", "continue exactly where a checkpoint stopped"},
+    {"on-nan", 1, O_ONNAN, T, 0, "stop|skip", "a NaN/Inf gradient stops training (exit 1) or skips the step [stop]"},
+    {"schedule", 1, O_SCHED, T, 0, "constant|step|cosine", "learning-rate schedule [constant]"},
+    {"warmup", 1, O_WARMUP, T, 0, "N", "the rate rises linearly over the first N steps [0]"},
+    {"label-smoothing", 1, O_SMOOTH, T, 0, "E", "train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]"},
+    {"tta", 1, O_TTA, T | E, 0, "none|flip", "evaluation: average the logits of each image and its mirror [none]"},
+    {"augment", 1, O_AUGMENT, T, CT_DS_AUGMENT, "none|shift|basic|full",
+     "shift: padded crop (translation), no flip; basic: crop + flip;\n"
+     "full: + brightness/contrast [cifar: full, always standardised; images:\n"
+     "shift (a flip can change a digit's class); basic/full: a random-resized\n"
+     "crop above 32x32; arrays: none]"},
+    {"cutout", 1, O_CUTOUT, T, CT_DS_AUGMENT, "N", "after augmenting, zero an NxN square at a random centre [0: off]"},
+    {"labels", 1, O_LABELS, T, CT_DS_LABELS, "fine|coarse", "CIFAR-100's 100 fine or 20 coarse classes [fine]"},
+    {"logdir", 1, O_LOGDIR, T, 0, "DIR", "write DIR/metrics.csv and a TensorBoard event file"},
+    {"curves-png", 1, O_CURVES, T, 0, "FILE", "at the end, draw the loss and accuracy curves into a PNG"},
+    {"size", 1, O_SIZE, T | B | U | P, CT_DS_RESIZE, "S", "decode and resize images to SxS [images: 64; bench, tune: the model's]"},
+    {"channels", 1, O_CHANNELS, T | B | U | P, CT_DS_RESIZE, "1|3", "grey or RGB [3]"},
+    {"val-split", 1, O_VALSPLIT, T | P, CT_DS_SPLIT, "F", "share of each class held out, without train/ and test/ [0.1]"},
+    {"strict", 0, O_STRICT, T | P, CT_DS_IMAGES, NULL, "an unreadable image is an error, not skipped"},
+    {"train", 1, O_TRAIN, T | P, CT_DS_IMAGES, "GLOB", "TFRecord files of the training split"},
+    {"test", 1, O_TEST, T | P, CT_DS_IMAGES, "GLOB", "TFRecord files of the test split (else --val-split of --train)"},
+    {"tfrecord-image", 1, O_TFR_IMAGE, T | P, CT_DS_IMAGES, "KEY", "bytes feature holding the image [image/encoded]"},
+    {"tfrecord-label", 1, O_TFR_LABEL, T | P, CT_DS_IMAGES, "KEY", "int64 feature holding the label [image/class/label]"},
+    {"tfrecord-shape", 1, O_TFR_SHAPE, T | P, CT_DS_IMAGES, "H,W,C", "the image feature is raw HWC pixels of this shape"},
+    {"x", 1, O_XKEY, T | P, CT_DS_ARRAYS, "KEY[,TESTKEY]", "the .npz's image arrays [x_train,x_test; without a test array --val-split]"},
+    {"y", 1, O_YKEY, T | P, CT_DS_ARRAYS, "KEY[,TESTKEY]", "the .npz's label arrays [y_train,y_test]"},
+    {"layout", 1, O_LAYOUT, T | P, CT_DS_ARRAYS, "NHWC|NCHW|NHW", "image layout of the arrays [NHW for 3 dimensions, NHWC for 4]"},
+    {"confusion-png", 1, O_CONFPNG, E, 0, "FILE", "draw the confusion matrix (class names, counts, shares) into a PNG"},
+    {"top", 1, O_TOP, CLI_PREDICT, 0, "K", "classes shown per image [5]"},
+    {"budget", 1, O_BUDGET, U, 0, "SECONDS", "time for the whole search [60 on a CPU, 120 elsewhere]"},
+    {"bucket-mb", 1, O_BUCKET, T | B, 0, "X", "(mpirun) gradient all-reduce bucket size [1]"},
+    {"comm-timeout", 1, O_COMMTO, T | B, 0, "S",
+     "(mpirun) a rank that has not answered for S seconds while training\n"
+     "ends the job, naming it (a cut link hangs TCP for minutes) [120; 0: off]"},
+};
+#undef T
+#undef E
+#undef B
+#undef U
+#undef P
+enum { N_OPTS = (int)(sizeof opt_table / sizeof *opt_table) };
 
+static const opt_def *opt_by_id(int id) {
+    for (int i = 0; i < N_OPTS; i++)
+        if (opt_table[i].id == id) return &opt_table[i];
+    return NULL;
+}
+
+/* the commands cmds names, for messages: "`cltrain tune`", "the training commands and `cltrain bench`" */
+static void cmd_names(unsigned cmds, unsigned needs, char *buf, size_t size) {
+    static const struct { unsigned bit; const char *name; } names[] = {
+        {CLI_EVAL, "`cltrain eval`"}, {CLI_BENCH, "`cltrain bench`"}, {CLI_TUNE, "`cltrain tune`"},
+        {CLI_PACK, "`cltrain pack`"}, {CLI_PREDICT, "`cltrain predict`"}};
+    const char *part[32];
+    char sets[16][48];
+    int n = 0;
+    if (cmds & CLI_TRAIN) {
+        if (!needs) part[n++] = "the training commands";
+        else
+            for (int i = 0; i < ct_n_datasets && n < 16; i++)
+                if ((ct_datasets[i].takes & needs) == needs) {
+                    snprintf(sets[n], sizeof sets[n], "`cltrain %s`", ct_datasets[i].name);
+                    part[n] = sets[n];
+                    n++;
+                }
+    }
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (cmds & names[k].bit) part[n++] = names[k].name;
+    buf[0] = 0;
+    for (int k = 0; k < n; k++)
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", k == 0 ? "" : k == n - 1 ? " and " : ", ", part[k]);
+}
+
+/* why a data set does not take an option it needs `need` for */
+static const char *need_reason(unsigned need, const ct_dataset_def *set) {
+    switch (need) {
+    case CT_DS_RESIZE: return "its images are used at their own size";
+    case CT_DS_SPLIT: return "its train and test splits are fixed";
+    case CT_DS_IMAGES: return "it reads no image files or TFRecord";
+    case CT_DS_ARRAYS: return "it reads no NumPy arrays";
+    case CT_DS_LABELS: return "it has one set of labels";
+    case CT_DS_AUGMENT: return "it is not augmented";
+    case CT_DS_RESIDENT:
+        return set->from_files == CT_FILES_IMAGES   ? "its images are decoded (or read from shards) by the producers; use --producers N"
+               : set->from_files == CT_FILES_ARRAYS ? "the producers read them from the mapped files; use --producers N"
+                               : "every image is standardised on the host, and augmented unless --augment none: "
+                                 "the gather on the device cannot do that; use --producers N";
+    case CT_DS_PATH: return "it names its files as arguments, before the options";
+    default: return "it does not apply";
+    }
+}
+
+/* CT_EINPUT saying which command takes option d, or 0 when this one does */
+static int check_taken(const opt_def *d, const cli_opts *co) {
+    char who[256];
+    if (!(d->cmds & co->cmd)) {
+        cmd_names(d->cmds, d->needs, who, sizeof who);
+        return ct_fail(CT_EINPUT, "--%s is an option of %s, not of `cltrain %s`; see `cltrain %s --help`", d->name, who,
+                       co->cmd_name, co->cmd_name);
+    }
+    if (co->cmd == CLI_TRAIN && co->set && d->needs && (co->set->takes & d->needs) != d->needs) {
+        cmd_names(d->cmds & ~(unsigned)(CLI_BENCH | CLI_TUNE), d->needs, who, sizeof who);
+        return ct_fail(CT_EINPUT, "--%s does not apply to %s (%s); it is for %s", d->name, co->set->name,
+                       need_reason(d->needs, co->set), who);
+    }
+    return 0;
+}
+
+/* --- help, generated from the option, optimizer, model and data-set tables --- */
+
+/* "  --name ARG" in a 26-column field, then the help's lines (each after the
+ * first indented; one longer than 76 columns broken at a space) */
+static void print_opt(FILE *f, const char *name, const char *arg, const char *help) {
+    char head[96];
+    snprintf(head, sizeof head, "  --%s%s%s", name, arg ? " " : "", arg ? arg : "");
+    if (strlen(head) > 25) fprintf(f, "%s\n%26s", head, "");
+    else fprintf(f, "%-26s", head);
+    for (const char *p = help; *p;) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p), next = len + (nl != NULL);
+        if (len > 76) {
+            int cut = 76;
+            while (cut > 0 && p[cut] != ' ') cut--;
+            if (cut > 0) len = cut, next = cut + 1;
+        }
+        fprintf(f, "%.*s\n", len, p);
+        p += next;
+        if (!*p) break;
+        fprintf(f, "%26s", "");
+    }
+}
+
+/* the help of the options whose text depends on the tables */
+static void generated_help(FILE *f, const opt_def *d, unsigned cmd, const ct_dataset_def *set) {
+    char buf[1024] = "";
+    size_t l;
+    switch (d->id) {
+    case O_MODEL: {
+        snprintf(buf, sizeof buf, "a built-in model or a .cfg file; built-ins: %s ", ct_model_builtins());
+        ct_train_opts def;
+        ct_train_defaults(&def);
+        if (cmd == CLI_TRAIN && set) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "[%s]", set->model);
+        else if (cmd != CLI_TRAIN) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "[%s]", def.model);
+        else {
+            l = strlen(buf);
+            snprintf(buf + l, sizeof buf - l, "[");
+            for (int i = 0; i < ct_n_datasets; i++) {
+                l = strlen(buf);
+                snprintf(buf + l, sizeof buf - l, "%s%s: %s", i ? ", " : "", ct_datasets[i].name, ct_datasets[i].model);
+            }
+            l = strlen(buf);
+            snprintf(buf + l, sizeof buf - l, "]");
+        }
+        break;
+    }
+    case O_OPT:
+        for (int i = 0; i < CT_OPT_COUNT; i++) {
+            l = strlen(buf);
+            snprintf(buf + l, sizeof buf - l, "%s%s: %s%s", i ? "\n" : "", ct_optim_types[i]->name, ct_optim_types[i]->help,
+                     i == CT_OPT_ADAM ? " [default]" : "");
+        }
+        break;
+    case O_LR:
+        snprintf(buf, sizeof buf, "learning rate [");
+        for (int i = 0; i < CT_OPT_COUNT; i++) {
+            l = strlen(buf);
+            snprintf(buf + l, sizeof buf - l, "%s%s %g", i ? ", " : "", ct_optim_types[i]->name, ct_optim_types[i]->default_lr);
+        }
+        l = strlen(buf);
+        snprintf(buf + l, sizeof buf - l, "]");
+        break;
+    }
+    print_opt(f, d->name, d->arg, buf);
+}
+
+void cli_print_options(FILE *f, unsigned cmd, const ct_dataset_def *set) {
+    for (int i = 0; i < N_OPTS; i++) {
+        const opt_def *d = &opt_table[i];
+        if (!(d->cmds & cmd)) continue;
+        if (cmd == CLI_TRAIN && set && d->needs && (set->takes & d->needs) != d->needs) continue;
+        if (d->help) print_opt(f, d->name, d->arg, d->help);
+        else generated_help(f, d, cmd, set);
+    }
+    fprintf(f, "  -h, --help              this help\n");
+}
+
+void cli_print_command_help(FILE *f, unsigned cmd, const ct_dataset_def *set) {
+    switch (cmd) {
+    case CLI_TRAIN:
+        if (set) {
+            fprintf(f, "Usage: cltrain %s%s%s [OPTIONS]\n%s\nDefault model: %s.\n\nOptions:\n", set->name, *set->args ? " " : "",
+                    set->args, set->help, set->model);
+        } else {
+            fprintf(f, "Usage: cltrain DATASET [OPTIONS]\n\nOptions:\n");
+        }
+        break;
+    case CLI_EVAL:
+        fprintf(f, "Usage: cltrain eval CHECKPOINT [OPTIONS]\n"
+                   "The checkpoint's model on its data set's test split (or held-out images): accuracy,\n"
+                   "per-class accuracy and the confusion matrix.\n\nOptions:\n");
+        break;
+    case CLI_BENCH:
+        fprintf(f, "Usage: cltrain bench kernels|train|pipeline|dist|images|probe [OPTIONS]\n"
+                   "  kernels   per-layer GFLOP/s, ours vs CLBlast and vs OpenBLAS's SGEMM limit\n"
+                   "  train     training images/s, achieved GFLOP/s, CPU time per step, cold/warm start-up\n"
+                   "  pipeline  input modes with and without simulated storage latency (Fashion-MNIST)\n"
+                   "  dist      all-reduce time and scaling efficiency (under mpirun -np N)\n"
+                   "  images    image decoding against shards, per thread\n"
+                   "  probe     one start-up as `bench train` times it\n\nOptions:\n");
+        break;
+    case CLI_TUNE:
+        fprintf(f, "Usage: cltrain tune [OPTIONS]\n"
+                   "Search conv algorithms, GEMM kernels and parameters for --model's shapes on this device;\n"
+                   "training and the benches use the result (a database in the program cache folder).\n\nOptions:\n");
+        break;
+    }
+    cli_print_options(f, cmd, set);
+}
 /* options that are a whole number in lo..hi stored in an int of ct_train_opts */
 static const struct { int id; const char *name; long lo, hi; size_t off; } int_opts[] = {
     {O_EPOCHS, "epochs", 1, 100000, offsetof(ct_train_opts, epochs)},
@@ -247,6 +404,7 @@ static int data_opt(int c, const char *arg, cli_opts *co) {
     switch (c) {
     case O_DATA: d->path = arg; break;
     case O_CONFPNG: co->confusion_png = arg; break;
+    case O_CURVES: co->curves_png = arg; break;
     case O_AUGMENT: d->augment = arg; break;
     case O_LABELS:
         if (strcmp(arg, "fine") && strcmp(arg, "coarse")) rc = ct_fail(CT_EINPUT, "--labels %s: expected fine or coarse", arg);
@@ -259,7 +417,7 @@ static int data_opt(int c, const char *arg, cli_opts *co) {
             else d->channels = (int)l;
         }
         break;
-    case O_VALSPLIT: if (!(rc = cli_parse_num("val-split", arg, 0, 0.9, &v))) d->val_split = v; break;
+    case O_VALSPLIT: if (!(rc = cli_parse_num("val-split", arg, 0, 0.9, &v))) { d->val_split = v; d->val_split_set = 1; } break;
     case O_STRICT: d->strict = 1; break;
     case O_CUTOUT: if (!(rc = cli_parse_int("cutout", arg, 0, 4096, &l))) d->cutout = (int)l; break;
     case O_TOP: if (!(rc = cli_parse_int("top", arg, 1, 1000, &l))) co->top = (int)l; break;
@@ -278,20 +436,45 @@ void cli_opts_defaults(cli_opts *c) {
     c->top = 5;
 }
 
+/* getopt's table, from opt_table */
+static struct option long_opts[N_OPTS + 2];
+static void make_long_opts(void) {
+    for (int i = 0; i < N_OPTS; i++)
+        long_opts[i] = (struct option){opt_table[i].name, opt_table[i].has_arg ? required_argument : no_argument, 0, opt_table[i].id};
+    long_opts[N_OPTS] = (struct option){"help", no_argument, 0, 'h'};
+}
+
+void cli_opts_for(cli_opts *c, unsigned cmd, const char *name, const ct_dataset_def *set) {
+    c->cmd = cmd;
+    c->cmd_name = name;
+    c->set = set;
+}
+
 int cli_parse_train(int argc, char **argv, cli_opts *co) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_long_opts);
     ct_train_opts *o = &co->train;
+    if (!co->cmd) cli_opts_for(co, CLI_TRAIN, "COMMAND", NULL);
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
         int rc;
-        if (c == 'h') { cli_usage(stdout); exit(0); }
-        else if (c == ':') rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain --help`", argv[optind - 1]);
-        else if ((rc = train_opt(c, optarg, o)) == 1 && (rc = data_opt(c, optarg, co)) == 1)
-            rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain --help`", argv[optind - 1]);
+        const opt_def *d = opt_by_id(c);
+        if (c == 'h') {
+            cli_print_command_help(stdout, co->cmd, co->set);
+            exit(0);
+        } else if (c == ':') rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain %s --help`", argv[optind - 1], co->cmd_name);
+        else if (!d) rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain %s --help`", argv[optind - 1], co->cmd_name);
+        else if (!(rc = check_taken(d, co)) && (rc = train_opt(c, optarg, o)) == 1 && (rc = data_opt(c, optarg, co)) == 1)
+            rc = ct_fail(CT_EINPUT, "--%s: not taken here; see `cltrain %s --help`", d->name, co->cmd_name);
         if (rc) return rc;
     }
-    if (optind < argc) return ct_fail(CT_EINPUT, "unexpected argument '%s'; see `cltrain --help`", argv[optind]);
+    if (optind < argc) return ct_fail(CT_EINPUT, "unexpected argument '%s'; see `cltrain %s --help`", argv[optind], co->cmd_name);
+    if (!o->checkpoint && o->checkpoint_every)
+        return ct_fail(CT_EINPUT, "--checkpoint-every %d needs --checkpoint FILE (where to save)", o->checkpoint_every);
+    if (!o->checkpoint && o->keep)
+        return ct_fail(CT_EINPUT, "--keep %d needs --checkpoint FILE (the copies are FILE.<step>)", o->keep);
     if (!o->lr_set) o->optim.lr = ct_optim_types[o->optim.kind]->default_lr;
     co->data.seed = o->seed; /* image sets: which files the held-out split takes */
     return ct_train_check_files(o);

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static void pack_usage(FILE *f) {
+void cli_pack_help(FILE *f) {
     fprintf(f,
             "Usage: cltrain pack DIR OUT --size S [OPTIONS]\n"
             "       cltrain pack FILE.tfrecord... OUT [--size S] [--tfrecord-image KEY --tfrecord-label KEY\n"
@@ -289,7 +289,7 @@ int cmd_pack(int argc, char **argv) {
         case P_X: xkey = optarg; break;
         case P_Y: ykey = optarg; break;
         case P_LAYOUT: layout = optarg; break;
-        case 'h': pack_usage(stdout); return 0;
+        case 'h': cli_pack_help(stdout); return 0;
         case ':': rc = ct_fail(CT_EINPUT, "option %s needs a value; see `cltrain pack --help`", argv[optind - 1]); break;
         default: rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain pack --help`", argv[optind - 1]); break;
         }

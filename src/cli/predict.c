@@ -18,6 +18,17 @@ typedef struct predict_opts {
     int n_img;
 } predict_opts;
 
+void cli_predict_help(FILE *f) {
+    fprintf(f, "Usage: cltrain predict CHECKPOINT IMG... [OPTIONS]\n"
+               "Decode and resize each image as training did and print its top classes with probabilities.\n\n"
+               "Options:\n"
+               "  --top K                 classes shown per image [5]\n"
+               "  --device P:D            OpenCL platform:device (see `cltrain devices`)\n"
+               "  --logits FILE           write each image's logits (float32, in order)\n"
+               "  --pixels FILE           write each image's decoded input (uint8 HWC, in order)\n"
+               "  --help                  this help\n");
+}
+
 static int parse_predict(int argc, char **argv, predict_opts *p) {
     *p = (predict_opts){.ckpt = argv[1], .top = 5};
     if (argc < 3 || argv[1][0] == '-')

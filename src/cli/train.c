@@ -57,6 +57,7 @@ static int parse_arrays(int argc, char **argv, cli_opts *c) {
 int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     cli_opts c;
     cli_opts_defaults(&c);
+    cli_opts_for(&c, CLI_TRAIN, set->name, set);
     ct_train_opts *o = &c.train;
     o->model = set->model;
     o->fit_model = set->from_files != CT_FILES_NONE;

@@ -216,6 +216,7 @@ int cmd_tune(int argc, char **argv) {
     double budget = 0, t0 = ct_now();
     cli_opts c;
     cli_opts_defaults(&c);
+    cli_opts_for(&c, CLI_TUNE, "tune", NULL);
     int rc = take_budget(&argc, argv, &budget);
     if (!rc) rc = cli_parse_train(argc, argv, &c);
     if (rc) return cli_fail(rc);

@@ -103,6 +103,11 @@ static int images_open(ct_data *d, const ct_data_opts *o) {
     int rc = tf ? ct_imageset_open_tfr(s, tf, o->size, o->channels, tf->n_test ? 0 : o->val_split, o->seed)
                 : ct_imageset_open(s, o->path, o->size, o->channels, o->val_split, o->seed, o->strict, 1);
     if (rc) return rc;
+    if (o->val_split_set && (s->dir.folders || s->shards || (tf && tf->n_test)))
+        return ct_fail(CT_EINPUT, "--val-split %g: %s %s, so nothing is held out; leave --val-split out", o->val_split, o->path,
+                       s->dir.folders ? "has train/ and test/ folders, which are the split"
+                       : s->shards    ? "holds shards, split when `cltrain pack` wrote them"
+                                      : "has its test split from --test");
     if (!s->ds[0].n) return ct_fail(CT_EINPUT, "%s: no training images", o->path);
     d->path = o->path;
     d->split = s->shards || (tf && tf->n_test) ? 0.0 : o->val_split;
@@ -209,20 +214,28 @@ static void arrays_describe(const ct_data *d, FILE *out) {
 static void arrays_close(ct_data *d) { ct_arrays_close(&d->arr); }
 
 const ct_dataset_def ct_datasets[] = {
-    {.name = "mnist", .kind = "mnist", .model = "mnist-cnn", .default_path = "datasets/mnist", .variant = CT_MNIST,
+    {.name = "mnist", .args = "", .help = "MNIST digits (datasets/mnist, downloaded and MD5-checked if missing)",
+     .takes = CT_DS_PATH | CT_DS_RESIDENT, .kind = "mnist", .model = "mnist-cnn", .default_path = "datasets/mnist", .variant = CT_MNIST,
      .names_classes = 1, .open = mnist_open, .reopen = mnist_reopen, .describe = mnist_describe},
-    {.name = "fashion-mnist", .kind = "fashion-mnist", .model = "mnist-cnn", .default_path = "/usr/share/datasets/fashion-mnist",
+    {.name = "fashion-mnist", .args = "", .help = "Fashion-MNIST (Debian's dataset-fashion-mnist; works offline)",
+     .takes = CT_DS_PATH | CT_DS_RESIDENT, .kind = "fashion-mnist", .model = "mnist-cnn", .default_path = "/usr/share/datasets/fashion-mnist",
      .variant = CT_FASHION_MNIST, .names_classes = 1, .open = mnist_open, .reopen = mnist_reopen, .describe = mnist_describe},
-    {.name = "cifar10", .kind = "cifar10", .model = "cifar-cnn", .default_path = "datasets/cifar10", .variant = 10,
+    {.name = "cifar10", .args = "", .help = "CIFAR-10 binary batches (datasets/cifar10, downloaded if missing), augmented",
+     .takes = CT_DS_PATH | CT_DS_AUGMENT, .kind = "cifar10", .model = "cifar-cnn", .default_path = "datasets/cifar10", .variant = 10,
      .standardize = 1, .names_classes = 1, .check = cifar_check, .open = cifar_open, .reopen = cifar_reopen,
      .describe = cifar_describe},
-    {.name = "cifar100", .kind = "cifar100", .model = "cifar100-cnn", .default_path = "datasets/cifar100", .variant = 100,
+    {.name = "cifar100", .args = "", .help = "CIFAR-100 binary batches (datasets/cifar100, downloaded if missing), augmented",
+     .takes = CT_DS_PATH | CT_DS_AUGMENT | CT_DS_LABELS, .kind = "cifar100", .model = "cifar100-cnn", .default_path = "datasets/cifar100", .variant = 100,
      .standardize = 1, .names_classes = 1, .check = cifar_check, .open = cifar_open, .reopen = cifar_reopen,
      .describe = cifar_describe},
-    {.name = "images", .kind = "images", .model = "vgg-small", .from_files = CT_FILES_IMAGES, .open = images_open,
-     .reopen = images_reopen, .describe = images_describe, .report = images_report, .close = images_close},
-    {.name = "arrays", .kind = "arrays", .model = "mnist-cnn", .from_files = CT_FILES_ARRAYS, .names_classes = 1,
-     .open = arrays_open, .reopen = arrays_reopen, .describe = arrays_describe, .close = arrays_close},
+    {.name = "images", .args = "DIR|FILE.tfrecord...", .help = "an image folder (DIR/CLASS/*.png|jpg|...), shards from `pack`, or TFRecord files",
+     .takes = CT_DS_AUGMENT | CT_DS_RESIZE | CT_DS_SPLIT | CT_DS_IMAGES, .kind = "images", .model = "vgg-small",
+     .from_files = CT_FILES_IMAGES, .open = images_open, .reopen = images_reopen, .describe = images_describe,
+     .report = images_report, .close = images_close},
+    {.name = "arrays", .args = "FILE.npz|X.npy Y.npy", .help = "NumPy arrays (np.savez's x_train, y_train, x_test, y_test; or .npy files)",
+     .takes = CT_DS_AUGMENT | CT_DS_SPLIT | CT_DS_ARRAYS, .kind = "arrays", .model = "mnist-cnn",
+     .from_files = CT_FILES_ARRAYS, .names_classes = 1, .open = arrays_open, .reopen = arrays_reopen,
+     .describe = arrays_describe, .close = arrays_close},
 };
 const int ct_n_datasets = (int)(sizeof ct_datasets / sizeof *ct_datasets);
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 extern const struct ct_embedded { const char *name; const char *src; } ct_embedded_models[];
@@ -238,12 +239,21 @@ static int model_text(const char *spec, char **text) {
     snprintf(want, sizeof want, "%s.cfg", spec);
     for (const struct ct_embedded *e = ct_embedded_models; e->name; e++)
         if (!strcmp(e->name, want)) { *text = strdup(e->src); return 0; }
-    char known[1024] = "";
+    return ct_fail(CT_EINPUT, "--model %s: no such built-in model (built-ins: %s) and not a .cfg file", spec, ct_model_builtins());
+}
+
+static char builtins[1024];
+static void make_builtins(void) {
     for (const struct ct_embedded *e = ct_embedded_models; e->name; e++) {
-        size_t l = strlen(known);
-        snprintf(known + l, sizeof known - l, "%s%.*s", l ? ", " : "", (int)(strlen(e->name) - 4), e->name);
+        size_t l = strlen(builtins);
+        snprintf(builtins + l, sizeof builtins - l, "%s%.*s", l ? ", " : "", (int)(strlen(e->name) - 4), e->name);
     }
-    return ct_fail(CT_EINPUT, "--model %s: no such built-in model (built-ins: %s) and not a .cfg file", spec, known);
+}
+
+const char *ct_model_builtins(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_builtins);
+    return builtins;
 }
 
 int ct_model_load(ct_model *m, const char *spec) {

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# messages.sh: what cltrain tells the user is true. Every command answers
+# --help (exit 0) with lists generated from the tables (models, optimizers,
+# data sets, each command's default model); an option a command does not
+# use is refused with one line that says why and who takes it, never
+# ignored; summaries of short runs say what is known; --quiet keeps the
+# results. Prints TAP.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${CLTRAIN_BUILD:-build}
+[[ $build == /* ]] || build=$here/$build
+bin=$build/cltrain
+fm=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+# expect_fail NAME CODE PATTERN -- ARGS...: exit CODE, exactly one stderr line matching PATTERN
+expect_fail() {
+  local name=$1 code=$2 pat=$3; shift 4
+  timeout 120 "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [[ $rc -eq $code && $lines -eq 1 ]] && grep -qE -- "$pat" "$tmp/err"; then ok "$name"
+  else notok "$name" "exit $rc (want $code), $lines stderr lines (want 1), pattern '$pat'" "$(head -5 "$tmp/err")"; fi
+}
+
+# --- every command answers --help ---
+for c in devices mnist fashion-mnist cifar10 cifar100 images arrays pack eval predict export bench tune; do
+  out=$("$bin" $c --help 2>&1); rc=$?
+  if [[ $rc -eq 0 && $out == Usage:\ cltrain\ $c* ]]; then ok "$c --help"; else notok "$c --help" "exit $rc" "$(echo "$out" | head -2)"; fi
+done
+out=$("$bin" eval some.ckpt --help 2>&1); rc=$?
+if [[ $rc -eq 0 && $out == Usage:\ cltrain\ eval* ]]; then ok "eval CKPT --help"; else notok "eval CKPT --help" "exit $rc"; fi
+
+# --- the lists in --help come from the tables ---
+help=$("$bin" --help)
+missing=""
+for f in "$here"/models/*.cfg; do
+  m=$(basename "$f" .cfg)
+  grep -qE "(^|[ ,:])$m(,| |$)" <<<"$help" || missing+=" $m"
+done
+if [[ -z $missing ]]; then ok "--help lists every built-in model"; else notok "--help lists every built-in model" "missing:$missing"; fi
+for pair in mnist:mnist-cnn fashion-mnist:mnist-cnn cifar10:cifar-cnn cifar100:cifar100-cnn images:vgg-small; do
+  c=${pair%%:*} m=${pair#*:}
+  if "$bin" "$c" --help | grep -q "^Default model: $m\.$" && "$bin" "$c" --help | grep -qE "\[$m\]$"; then
+    ok "$c --help: default model $m"
+  else notok "$c --help: default model $m" "$("$bin" "$c" --help | grep -E 'model' | head -3)"; fi
+done
+for o in adam adamw sgd nesterov; do
+  if grep -qE " $o: " <<<"$help"; then ok "--help describes optimizer $o"; else notok "--help describes optimizer $o"; fi
+done
+for c in mnist fashion-mnist cifar10 cifar100 images arrays devices pack eval predict export bench tune; do
+  grep -qE "^  $c( |$)" <<<"$help" || notok "--help lists command $c"
+done
+ok "--help lists every command"
+
+# --- options a command does not use are refused, naming who takes them ---
+mkdir -p "$tmp/set"
+expect_fail "--checkpoint-every without --checkpoint" 2 "checkpoint-every 5 needs --checkpoint" -- "$bin" fashion-mnist --checkpoint-every 5
+expect_fail "--keep without --checkpoint" 2 "keep 3 needs --checkpoint" -- "$bin" fashion-mnist --keep 3
+expect_fail "--labels on cifar10" 2 "labels does not apply to cifar10.*one set of labels.*cifar100" -- "$bin" cifar10 --labels coarse
+for o in "--size 32" "--strict" "--channels 1" "--val-split 0.2"; do
+  expect_fail "$o on fashion-mnist" 2 "${o%% *} does not apply to fashion-mnist.*cltrain images" -- "$bin" fashion-mnist $o
+done
+expect_fail "--top on fashion-mnist" 2 "top is an option of .cltrain predict." -- "$bin" fashion-mnist --top 3
+expect_fail "--confusion-png on fashion-mnist" 2 "confusion-png is an option of .cltrain eval." -- "$bin" fashion-mnist --confusion-png x.png
+expect_fail "--budget on a training command" 2 "budget is an option of .cltrain tune." -- "$bin" mnist --budget 5
+expect_fail "--tfrecord-image on a training command" 2 "tfrecord-image does not apply to fashion-mnist.*cltrain images" -- "$bin" fashion-mnist --tfrecord-image img
+expect_fail "--resident on cifar10 names why" 2 "resident does not apply to cifar10.*standardised" -- "$bin" cifar10 --resident --augment none
+expect_fail "--augment on fashion-mnist" 2 "augment does not apply to fashion-mnist" -- "$bin" fashion-mnist --augment basic
+expect_fail "eval refuses a training option" 2 "epochs is an option of the training commands, not of .cltrain eval." -- "$bin" eval x.ckpt --epochs 2
+expect_fail "--data on images" 2 "data does not apply to images" -- "$bin" images "$tmp/set" --data "$tmp/set"
+if [[ -x $build/tools/make-font-dataset ]] && "$build/tools/make-font-dataset" --chars 8 --size 16 "$tmp/fonts" >/dev/null 2>&1; then
+  mkdir -p "$tmp/split"; cp -r "$tmp/fonts" "$tmp/split/train"; cp -r "$tmp/fonts" "$tmp/split/test"
+  expect_fail "--val-split with train/ and test/" 2 "val-split 0.2: .*train/ and test/" -- "$bin" images "$tmp/split" --size 16 --val-split 0.2
+else
+  notok "--val-split with train/ and test/" "make-font-dataset failed (fonts-arphic-*, fonts-wqy-*)"
+fi
+
+echo "1..$n"
