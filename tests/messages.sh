@@ -79,4 +79,27 @@ else
   notok "--val-split with train/ and test/" "make-font-dataset failed (fonts-arphic-*, fonts-wqy-*)"
 fi
 
+# --- short runs: what is known, and "too few steps to measure" for the rest ---
+if [[ -f $fm/train-images-idx3-ubyte.gz ]]; then
+  for s in 1 2 3; do
+    "$bin" fashion-mnist --model mlp --steps $s --limit-test 50 >"$tmp/short.out" 2>&1; rc=$?
+    bad=$(grep -E -- "-1 producer|[^0-9.]0 images/s|efficiency 0\.00|trained 1 steps" "$tmp/short.out")
+    if [[ $rc -eq 0 && -z $bad ]] && grep -q "^trained $s step.*too few steps to measure" "$tmp/short.out"; then
+      ok "--steps $s: the summary says what it could not measure"
+    else notok "--steps $s: the summary says what it could not measure" "exit $rc" "$bad" "$(tail -2 "$tmp/short.out")"; fi
+  done
+  "$bin" fashion-mnist --model mlp --steps 3 --producers 0 --limit-test 50 >"$tmp/short.out" 2>&1
+  if grep -qE "^trained 3 steps, [1-9][0-9]* images/s" "$tmp/short.out" && grep -qE "efficiency (0\.[1-9]|1\.)" "$tmp/short.out"; then
+    ok "--steps 3 --producers 0: rates measured"
+  else notok "--steps 3 --producers 0: rates measured" "$(tail -2 "$tmp/short.out")"; fi
+  # --quiet drops the progress and start-up lines, never the results
+  "$bin" fashion-mnist --model mlp --steps 60 --progress-every 10 --limit-test 50 --quiet >"$tmp/quiet.out" 2>&1; rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "^epoch 1: test: 50 images, .*accuracy" "$tmp/quiet.out" && grep -q "^per-class accuracy" "$tmp/quiet.out" &&
+     grep -q "^trained 60 steps" "$tmp/quiet.out" && ! grep -qE "^epoch 1 step|^device |^fashion-mnist: " "$tmp/quiet.out"; then
+    ok "--quiet keeps the test accuracy and the summary, drops the progress"
+  else notok "--quiet keeps the test accuracy and the summary, drops the progress" "exit $rc" "$(head -5 "$tmp/quiet.out")"; fi
+else
+  notok "short runs" "no Fashion-MNIST at $fm (dataset-fashion-mnist)"
+fi
+
 echo "1..$n"

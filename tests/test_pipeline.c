@@ -145,7 +145,7 @@ static void test_weights_identical_across_modes(void **state) {
         o.batch = 32;
         o.limit_train = 200; /* 7 steps per epoch, the last one short */
         o.epochs = 2;
-        o.quiet = 1;
+        o.quiet = 2;
         o.keep_params = 1;
         o.producers = modes[k].producers;
         o.resident = modes[k].resident;

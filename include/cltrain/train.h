@@ -22,7 +22,7 @@ typedef struct ct_train_opts {
     int limit_train;       /* --limit-train N: use the first N training samples (0: all) */
     int limit_test;        /* --limit-test N */
     int progress_every;    /* plain progress line every N steps (default 50) */
-    int quiet;             /* no progress lines */
+    int quiet;             /* 1 (--quiet): no progress or start-up lines, the results still printed; 2: nothing printed */
     float scale, shift;    /* input x = byte*scale + shift (1/255, 0) */
     int producers;         /* --producers N: 0 loads in the training loop; -1 = auto */
     int prefetch;          /* --prefetch K slots (0: 2 x producers, at least 4) */

@@ -611,7 +611,7 @@ static int bench_pipeline(const cli_opts *c) {
     if (rc) return rc;
     const ct_dataset *train = d.train;
     ct_train_opts o = c->train;
-    o.quiet = 1;
+    o.quiet = 2;
     if (!o.max_steps) o.max_steps = 30;
     ct_train_result r;
     /* measure compute time per image once, resident (no input cost at all) */
@@ -661,7 +661,7 @@ static int bench_dist(const cli_opts *c) {
     int rc = load_model(&probe, c->train.model, c->data.size, c->data.channels);
     if (rc) return rc;
     ct_train_opts o = c->train;
-    o.quiet = 1;
+    o.quiet = 2;
     o.producers = 0;
     o.fit_model = c->data.size || c->data.channels;
     if (!o.max_steps) o.max_steps = 20;

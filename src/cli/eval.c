@@ -80,8 +80,8 @@ int cmd_eval(int argc, char **argv) {
         ct_model_set_params(&m, ck.params);
         ct_eval_result ev;
         rc = ct_evaluate(&m, test, d.src[1], o->limit_test, o->scale, o->shift, o->tta, &ev);
-        printf("%s: model %s, %d parameters, trained %lld steps on %s\n", path, ck.model_name, (int)ck.n_params,
-               (long long)ck.next_batch, d.name);
+        printf("%s: model %s, %d parameters, trained %lld step%s on %s\n", path, ck.model_name, (int)ck.n_params,
+               (long long)ck.next_batch, ck.next_batch == 1 ? "" : "s", d.name);
         ct_eval_print(&ev, test->class_names, stdout, 1);
         if (!rc && c.confusion_png) rc = write_confusion_png(&ev, c.confusion_png);
         ct_eval_free(&ev);

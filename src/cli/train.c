@@ -5,6 +5,7 @@
  * Tested by tests/cli.sh, tests/cifar.sh, tests/images.sh, tests/tfrecord.sh
  * and tests/checkpoint.sh. */
 #include "cli.h"
+#include "cltrain/dist.h"
 #include <string.h>
 
 /* images DIR|FILE.tfrecord... [options]: the TFRecord options and files out
@@ -74,7 +75,7 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
         ct_tfr_files_free(&tf);
         return cli_fail(rc);
     }
-    if (!o->quiet) set->describe(&d, stdout);
+    if (!o->quiet && ct_world.rank == 0) set->describe(&d, stdout); /* under mpirun, rank 0 alone prints */
     /* recorded in checkpoints for `cltrain eval` */
     o->dataset = set->kind;
     o->data_dir = d.path;
@@ -84,7 +85,7 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     o->eval_src = d.src[1];
     ct_train_result res;
     rc = ct_train(o, d.train, d.test, &res, stdout);
-    if (!o->quiet && set->report) set->report(&d, stdout);
+    if (ct_world.rank == 0 && set->report) set->report(&d, stdout); /* a result: --quiet keeps it */
     ct_data_close(&d);
     ct_tfr_files_free(&tf);
     return train_exit(rc, &res);

@@ -103,7 +103,7 @@ static int images_open(ct_data *d, const ct_data_opts *o) {
     int rc = tf ? ct_imageset_open_tfr(s, tf, o->size, o->channels, tf->n_test ? 0 : o->val_split, o->seed)
                 : ct_imageset_open(s, o->path, o->size, o->channels, o->val_split, o->seed, o->strict, 1);
     if (rc) return rc;
-    if (o->val_split_set && (s->dir.folders || s->shards || (tf && tf->n_test)))
+    if (o->val_split_set && o->val_split > 0 && (s->dir.folders || s->shards || (tf && tf->n_test)))
         return ct_fail(CT_EINPUT, "--val-split %g: %s %s, so nothing is held out; leave --val-split out", o->val_split, o->path,
                        s->dir.folders ? "has train/ and test/ folders, which are the split"
                        : s->shards    ? "holds shards, split when `cltrain pack` wrote them"

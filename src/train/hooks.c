@@ -82,7 +82,7 @@ static int hook_eval(ct_loop *loop, const ct_step_info *si) {
         ct_tboard_scalar(&loop->tb, "test/loss", si->g + 1, ev.loss / (ev.n ? ev.n : 1));
         ct_tboard_flush(&loop->tb);
     }
-    if (!o->quiet) {
+    if (o->quiet < 2) { /* --quiet keeps the results */
         if (si->last) {
             fprintf(loop->out, "epoch %d: ", si->epoch + 1);
             ct_eval_print(&ev, loop->test->class_names, loop->out, 0);

@@ -233,16 +233,31 @@ static void summarise(ct_loop *loop, int64_t g, int rc) {
     if (loop->dist)
         CT_DEBUG(1, "rank %d: %.1f ms per step waiting for the other ranks at step ends, %.1f ms in gradient all-reduce", ct_world.rank,
                  1e3 * loop->sync_wait / (g - loop->g0 > 0 ? g - loop->g0 : 1), loop->gs.steps ? 1e3 * loop->gs.ar_s / loop->gs.steps : 0.0);
-    if (loop->o.quiet || rc) return;
-    fprintf(out, "trained %lld steps, %.0f images/s (%.1f GFLOP/s achieved), data-wait %.1f%%\n", (long long)g,
-            res->images_per_s, res->images_per_s * 3 * loop->m.flops_fwd * 1e-9, 100 * res->wait_s / (res->total_s > 0 ? res->total_s : 1));
+    if (loop->o.quiet > 1 || rc) return;
+    /* the rates need a step past the first ones (kernel builds, the pipeline's fill, auto's two timed steps) */
+    int measured = loop->images > 0 && res->total_s > 0 && (g - loop->g0 > 1 || loop->total - loop->g0 > 1);
+    if (measured)
+        fprintf(out, "trained %lld step%s, %.0f images/s (%.1f GFLOP/s achieved), data-wait %.1f%%\n", (long long)g,
+                g == 1 ? "" : "s", res->images_per_s, res->images_per_s * 3 * loop->m.flops_fwd * 1e-9, 100 * res->wait_s / res->total_s);
+    else
+        fprintf(out, "trained %lld step%s; too few steps to measure images/s, data-wait and pipeline efficiency "
+                "(the first steps build kernels and fill the pipeline)\n", (long long)g, g == 1 ? "" : "s");
     const char *mode = f->mode == CT_FEED_RESIDENT ? "resident" : f->mode == CT_FEED_SYNC ? "synchronous" : "pipelined";
     fprintf(out, "input: %s", mode);
-    if (f->mode == CT_FEED_PIPE)
+    if (f->mode == CT_FEED_PIPE && f->producers < 0) fprintf(out, ", producers auto (not chosen: too few steps)");
+    else if (f->mode == CT_FEED_PIPE)
         fprintf(out, ", %d producer%s%s", f->producers, f->producers == 1 ? "" : "s", f->auto_producers ? " (auto)" : "");
-    if (f->mode != CT_FEED_RESIDENT) fprintf(out, "; producer %.0f images/s", res->producer_rate);
-    fprintf(out, ", compute %.0f images/s, achieved %.0f images/s, pipeline efficiency %.2f\n", res->compute_rate,
-            res->images_per_s, res->efficiency);
+    if (!measured) {
+        fputc('\n', out);
+        return;
+    }
+    if (f->mode != CT_FEED_RESIDENT) {
+        if (res->producer_rate > 0) fprintf(out, "; producer %.0f images/s", res->producer_rate);
+        else fprintf(out, "; producer rate: too few steps to measure");
+    }
+    fprintf(out, ", compute %.0f images/s, achieved %.0f images/s", res->compute_rate, res->images_per_s);
+    if (res->efficiency > 0) fprintf(out, ", pipeline efficiency %.2f\n", res->efficiency);
+    else fprintf(out, "\n");
 }
 
 /* data-parallel: the ranks must hold the same parameters at the end */
@@ -250,7 +265,7 @@ static int check_ranks(ct_loop *loop) {
     ct_dist_average_running_stats(&loop->m);
     if (!ct_dist_params_agree(&loop->m))
         return ct_fail(CT_EDEVICE, "the ranks' parameters differ after training (the all-reduce gave ranks different sums)");
-    if (!loop->o.quiet)
+    if (loop->o.quiet < 2)
         fprintf(loop->out, "all-reduce: %.2f ms per step, %.0f%% of it hidden behind backward, %.2f ms exposed; parameters identical on all %d ranks\n",
                 loop->res->allreduce_ms, 100 * loop->res->hidden_frac, loop->res->exposed_ms, loop->R);
     return 0;
@@ -291,7 +306,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     loop->R = ct_world.size;
     loop->dist = loop->R > 1;
     loop->writer = ct_world.rank == 0;
-    if (!loop->writer) loop->o.quiet = 1; /* rank 0 alone prints, logs and saves */
+    if (!loop->writer) loop->o.quiet = 2; /* rank 0 alone prints, logs and saves */
     double t_start = ct_now();
     rc = loop->o.resume ? open_resumed(loop) : load_model(loop, &loop->m, loop->o.model);
     if (!rc) rc = setup(loop);
