@@ -1,4 +1,5 @@
-/* onnx.h: a trained network as an ONNX model (opset 13), for `cltrain export`.
+/* onnx.h: a trained network as an ONNX model (opset 13), for `cltrain export`,
+ * and an ONNX model read back as a cltrain model, for `cltrain import`.
  *
  * The graph takes "pixels", float [N, C, H, W] holding raw 0..255 values,
  * and applies the input preparation cltrain trains with as graph nodes: x /
@@ -31,6 +32,27 @@ typedef struct ct_onnx_meta {
  * naming the layer when a layer has no ONNX form, or when the weights exceed
  * protobuf's 2 GiB message limit; CT_ENOMEM. */
 int ct_onnx_encode(const ct_model *m, const float *params, const ct_onnx_meta *meta, uint8_t **out, size_t *n);
+
+/* An ONNX model read back (train/onnx_import.c): the .cfg text of the
+ * equivalent cltrain model and its weights in cltrain's layouts. */
+typedef struct ct_onnx_imported {
+    char *cfg;
+    float *params;
+    size_t n_params;
+    int n_layers;
+    char **class_names;      /* from cltrain export's metadata, or NULL */
+    int n_names;
+    char dataset[32];        /* cltrain export's data set (its input preparation), or "" */
+    char model_name[256];    /* cltrain export's model name, or "" */
+    char notes[512];         /* what was dropped, for the user */
+} ct_onnx_imported;
+
+/* Read the ONNX ModelProto buf[0..len) (path names it in messages) into out.
+ * The graph's ops must be those cltrain has (see onnx_import.c); anything else
+ * is CT_EINPUT with one line naming the node, its op and what is supported.
+ * Nothing is left in out on failure. */
+int ct_onnx_import(const uint8_t *buf, size_t len, const char *path, ct_onnx_imported *out);
+void ct_onnx_imported_free(ct_onnx_imported *r);
 
 /* Write n bytes to path atomically: PATH.tmp.<pid>, fsync, rename, fsync of
  * the folder. CT_EIO "PATH: cannot write ..." on failure (nothing left behind). */

@@ -62,6 +62,8 @@ int cmd_export(int argc, char **argv);
 void cli_pack_help(FILE *f);
 void cli_predict_help(FILE *f);
 void cli_export_help(FILE *f);
+int cmd_import(int argc, char **argv);
+void cli_import_help(FILE *f);
 
 /* bench and tune: --model (fitted to --size/--channels) on o->device, set up for
  * o->batch with weights from o->seed and one batch of random bytes loaded. */

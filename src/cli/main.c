@@ -35,6 +35,7 @@ static const struct {
     {"export", "CHECKPOINT OUT.onnx", "the trained network as an ONNX model (raw 0..255 pixels in)", cmd_export, cli_export_help},
     {"bench", "WHAT", "measured figures as tables: kernels, train, pipeline, dist (under mpirun), images, probe", cmd_bench, bench_help},
     {"tune", "", "search conv algorithms and GEMM parameters for --model on this device", cmd_tune, tune_help},
+    {"import", "MODEL.onnx OUT.ckpt", "an ONNX model (torch.onnx.export) as a checkpoint to predict, eval and train from", cmd_import, cli_import_help},
 };
 enum { N_COMMANDS = (int)(sizeof commands / sizeof *commands) };
 

@@ -1,0 +1,1238 @@
+/* train/onnx_import.c: an ONNX model (as torch.onnx.export or `cltrain
+ * export` write it) turned into a cltrain model: .cfg text and weights
+ * (onnx.h, ct_onnx_import).
+ *
+ * A small protobuf wire-format reader of the messages ONNX needs (ModelProto,
+ * GraphProto, NodeProto, AttributeProto, TensorProto, ValueInfoProto; field
+ * numbers from onnx.proto), like the encoder in onnx.c: libprotobuf-c would
+ * need onnx.proto compiled into the build for six messages. The nodes are
+ * walked in their (topological) order. Every tensor name is a constant (an
+ * initializer, a Constant node, or small integer arithmetic on shapes that
+ * exporters leave behind, evaluated here) or an activation: the output of a
+ * cltrain layer, possibly seen through a subsampling Slice or a channel Pad
+ * (a residual's option-A shortcut). Nodes that compute on the newest
+ * activation become layers; a layer must read the newest one, since cltrain
+ * models are sequences with [shortcut]s. Weights are converted to cltrain's
+ * layouts: conv OIHW -> HWIO, Gemm rows from ONNX's (c, h, w) flatten order
+ * to cltrain's (h, w, c), batch norm epsilon folded into the variance.
+ * Depends on model.h (parsing the result), common.h. Tested by
+ * tests/import.sh (PyTorch's exports against PyTorch's logits) and
+ * tests/fuzz/fuzz_onnx.c. */
+#include "cltrain/onnx.h"
+#include "cltrain/common.h"
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define BN_EPS 1e-5 /* as nn/model.c */
+#define MAX_CONST 1000000 /* elements of a constant evaluated here (shape arithmetic, not weights) */
+enum { T_FLOAT = 1, T_UINT8 = 2, T_INT8 = 3, T_INT32 = 6, T_INT64 = 7, T_BOOL = 9, T_DOUBLE = 11 };
+enum { A_FLOAT = 1, A_INT = 2, A_STRING = 3, A_TENSOR = 4, A_FLOATS = 6, A_INTS = 7 };
+
+/* ---- protobuf ------------------------------------------------------------------ */
+
+typedef struct pb { const uint8_t *p, *end; } pb;
+typedef struct pbf { int field, wt; uint64_t v; const uint8_t *d; size_t n; } pbf;
+
+static int varint(pb *r, uint64_t *v) {
+    *v = 0;
+    for (int s = 0; s < 64; s += 7) {
+        if (r->p >= r->end) return -1;
+        uint8_t b = *r->p++;
+        *v |= (uint64_t)(b & 0x7f) << s;
+        if (!(b & 0x80)) return 0;
+    }
+    return -1;
+}
+/* 1: a field read into f; 0: end of message; -1: damaged */
+static int next(pb *r, pbf *f) {
+    if (r->p >= r->end) return 0;
+    uint64_t key;
+    if (varint(r, &key)) return -1;
+    f->field = (int)(key >> 3);
+    f->wt = (int)(key & 7);
+    f->d = NULL;
+    f->n = 0;
+    switch (f->wt) {
+    case 0: return varint(r, &f->v) ? -1 : 1;
+    case 1: if (r->end - r->p < 8) return -1; f->d = r->p; f->n = 8; r->p += 8; return 1;
+    case 5: if (r->end - r->p < 4) return -1; f->d = r->p; f->n = 4; r->p += 4; return 1;
+    case 2:
+        if (varint(r, &f->v) || f->v > (uint64_t)(r->end - r->p)) return -1;
+        f->d = r->p;
+        f->n = (size_t)f->v;
+        r->p += f->n;
+        return 1;
+    default: return -1;
+    }
+}
+static pb sub(const pbf *f) { return (pb){f->d, f->d + f->n}; }
+static char *str_of(const pbf *f) {
+    char *s = ct_xmalloc(f->n + 1);
+    memcpy(s, f->d, f->n);
+    s[f->n] = 0;
+    return s;
+}
+
+/* ---- the model as read --------------------------------------------------------- */
+
+typedef struct tensor {
+    int dtype, ndim;
+    int64_t dims[8], n;
+    double *v;       /* values (small integer tensors, scalars), or NULL */
+    float *f;        /* values as floats (weights), or NULL */
+} tensor;
+
+typedef struct attr {
+    char *name;
+    int type;
+    int64_t i;
+    float f;
+    char *s;
+    int64_t *ints;
+    int n_ints;
+    tensor *t;
+} attr;
+
+typedef struct node {
+    char *op, *name, *domain;
+    char **in, **out;
+    int n_in, n_out;
+    attr *at;
+    int n_at;
+} node;
+
+typedef struct vinfo { char *name; int ndim, elem; int64_t dims[8]; int dynamic[8]; } vinfo;
+
+/* an activation: layer `layer`'s output (-1: the model input), seen through a view */
+typedef struct act {
+    int layer, rank, c, h, w; /* rank 4: [N, c, h, w]; rank 2: [N, c*h*w] in (c, h, w) order */
+    int step, padc;           /* view: every step-th pixel, padc zero channels appended */
+} act;
+
+typedef struct val { char *name; int kind; tensor t; act a; } val; /* kind: 1 constant, 2 activation */
+
+/* a layer being built, weights in ONNX layouts until the end */
+typedef struct lay {
+    int type, act, k, stride, pad, oc, from;
+    int ic, ih, iw, flat_c, flat_h, flat_w; /* dense: the (c, h, w) its input was flattened from */
+    int matmul_bias;          /* dense from MatMul: an Add may still give its bias */
+    float *w, *b, *bn[4];     /* conv [O][I][k][k]; dense [K][O] (rows in ONNX's order); bn gamma, beta, mean, var */
+    double eps;
+    char node[96];
+} lay;
+
+typedef struct imp {
+    const char *path;
+    int opset;
+    node *nodes;
+    int n_nodes;
+    tensor *inits;
+    char **init_names;
+    int n_inits;
+    vinfo *inputs, *outputs;
+    int n_inputs, n_outputs;
+    char **meta_k, **meta_v;
+    int n_meta;
+    val *vals;
+    int n_vals, cap_vals;
+    lay layers[CT_MAX_LAYERS];
+    int n_layers;
+    act last;                 /* the newest activation */
+    char notes[512];
+} imp;
+
+static void tensor_free(tensor *t) { free(t->v); free(t->f); memset(t, 0, sizeof *t); }
+
+static int fail_node(const imp *im, const node *nd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail_node(const imp *im, const node *nd, const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ct_fail(CT_EINPUT, "%s: node '%s' (%s): %s", im->path, nd->name && nd->name[0] ? nd->name : nd->out[0], nd->op, msg);
+}
+
+static const char *supported =
+    "cltrain imports Conv, BatchNormalization, Relu, MaxPool, AveragePool (over the whole input), GlobalAveragePool, "
+    "ReduceMean over H and W, Flatten/Reshape/Squeeze before Gemm or MatMul+Add, Add (residuals), Dropout, Identity, "
+    "a final Softmax/LogSoftmax, and constant shape arithmetic";
+
+/* TensorProto { dims = 1; data_type = 2; float_data = 4; int32_data = 5; int64_data = 7; name = 8;
+ * raw_data = 9; double_data = 10; data_location = 14 } */
+static int read_tensor(pb r, tensor *t, char **name, const char *path) {
+    memset(t, 0, sizeof *t);
+    pbf f;
+    int rc, kind;
+    const uint8_t *raw = NULL;
+    size_t raw_n = 0;
+    pb fd[4] = {{0}}; /* float_data, int32_data, int64_data, double_data, packed or not */
+    int nf[4] = {0};
+    uint64_t one[4][1];
+    (void)one;
+    int64_t count_vals[4] = {0};
+    const char *why = "damaged";
+    while ((rc = next(&r, &f)) == 1) {
+        if (f.field == 1 && f.wt == 0) {
+            if (t->ndim == 8) { why = "more than 8 dimensions"; goto bad; }
+            t->dims[t->ndim++] = (int64_t)f.v;
+        } else if (f.field == 1 && f.wt == 2) {
+            pb d = sub(&f);
+            uint64_t v;
+            while (d.p < d.end) {
+                if (varint(&d, &v) || t->ndim == 8) goto bad;
+                t->dims[t->ndim++] = (int64_t)v;
+            }
+        } else if (f.field == 2 && f.wt == 0) t->dtype = (int)f.v;
+        else if (f.field == 8 && f.wt == 2) { if (name) { free(*name); *name = str_of(&f); } }
+        else if (f.field == 9 && f.wt == 2) raw = f.d, raw_n = f.n;
+        else if (f.field == 14 && f.wt == 0 && f.v == 1) { why = "weights in an external file (save with the weights inside)"; goto bad; }
+        else if ((kind = f.field == 4 ? 0 : f.field == 5 ? 1 : f.field == 7 ? 2 : f.field == 10 ? 3 : -1) >= 0) {
+            if (f.wt == 2) { if (nf[kind]) { why = "split repeated field"; goto bad; } fd[kind] = sub(&f); nf[kind] = 2; }
+            else { if (nf[kind] == 2) { why = "mixed repeated field"; goto bad; } nf[kind] = 1; count_vals[kind]++; }
+        }
+    }
+    if (rc < 0) goto bad;
+    t->n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->dims[i] < 0 || t->dims[i] > ((int64_t)1 << 32) || (t->dims[i] && t->n > ((int64_t)1 << 32) / t->dims[i])) {
+            why = "bad dimensions";
+            goto bad;
+        }
+        t->n *= t->dims[i];
+    }
+    int esz = t->dtype == T_FLOAT || t->dtype == T_INT32 ? 4 : t->dtype == T_INT64 || t->dtype == T_DOUBLE ? 8
+              : t->dtype == T_UINT8 || t->dtype == T_INT8 || t->dtype == T_BOOL ? 1 : 0;
+    if (!esz) { why = "a data type cltrain does not read (float, double, int8/32/64, uint8, bool)"; goto bad; }
+    if (t->dtype == T_FLOAT || t->dtype == T_DOUBLE) t->f = malloc((size_t)t->n * sizeof(float) + 1);
+    if (t->n <= MAX_CONST) t->v = malloc((size_t)t->n * sizeof(double) + 1);
+    if ((t->dtype == T_FLOAT || t->dtype == T_DOUBLE) ? !t->f : !t->v) {
+        why = t->n > MAX_CONST ? "a non-float tensor too large" : "out of memory";
+        goto bad;
+    }
+    if (raw) {
+        if (raw_n != (size_t)t->n * esz) {
+            free(t->v), free(t->f), t->v = NULL, t->f = NULL;
+            return ct_fail(CT_EINPUT, "%s: tensor '%s': %zu data bytes for a shape of %lld elements of %d bytes", path,
+                           name && *name ? *name : "?", raw_n, (long long)t->n, esz);
+        }
+        for (int64_t i = 0; i < t->n; i++) {
+            const uint8_t *p = raw + (size_t)i * esz;
+            double v;
+            if (t->dtype == T_FLOAT) { float x; memcpy(&x, p, 4); v = x; }
+            else if (t->dtype == T_DOUBLE) memcpy(&v, p, 8);
+            else if (t->dtype == T_INT32) { int32_t x; memcpy(&x, p, 4); v = x; }
+            else if (t->dtype == T_INT64) { int64_t x; memcpy(&x, p, 8); v = (double)x; }
+            else if (t->dtype == T_INT8) v = (int8_t)*p;
+            else v = *p;
+            if (t->f) t->f[i] = (float)v;
+            if (t->v) t->v[i] = v;
+        }
+        return 0;
+    }
+    /* typed repeated fields: float_data for float; int32_data for int32, int8, uint8, bool; int64_data; double_data */
+    int kind_of = t->dtype == T_FLOAT ? 0 : t->dtype == T_INT64 ? 2 : t->dtype == T_DOUBLE ? 3 : 1;
+    {
+        pb d = fd[kind_of];
+        int64_t got = 0;
+        if (nf[kind_of] == 1) { /* unpacked: read again */
+            pb rr = r;
+            (void)rr;
+            why = "unpacked repeated values (write raw_data)";
+            if (t->n > 0) goto bad;
+        }
+        while (d.p && d.p < d.end) {
+            double v;
+            if (kind_of == 0) { if (d.end - d.p < 4) goto bad; float x; memcpy(&x, d.p, 4); d.p += 4; v = x; }
+            else if (kind_of == 3) { if (d.end - d.p < 8) goto bad; memcpy(&v, d.p, 8); d.p += 8; }
+            else { uint64_t u; if (varint(&d, &u)) goto bad; v = kind_of == 2 ? (double)(int64_t)u : (double)(int32_t)u; }
+            if (got >= t->n) { why = "more values than its shape"; goto bad; }
+            if (t->f) t->f[got] = (float)v;
+            if (t->v) t->v[got] = v;
+            got++;
+        }
+        if (got != t->n) {
+            free(t->v), free(t->f), t->v = NULL, t->f = NULL;
+            return ct_fail(CT_EINPUT, "%s: tensor '%s': %lld values for a shape of %lld elements", path, name && *name ? *name : "?",
+                           (long long)got, (long long)t->n);
+        }
+    }
+    return 0;
+bad:
+    free(t->v), free(t->f), t->v = NULL, t->f = NULL;
+    return ct_fail(CT_EINPUT, "%s: tensor '%s': %s", path, name && *name ? *name : "?", why);
+}
+
+/* AttributeProto { name = 1; f = 2; i = 3; s = 4; t = 5; floats = 7; ints = 8; type = 20 } */
+static int read_attr(pb r, attr *a, const char *path) {
+    pbf f;
+    int rc;
+    while ((rc = next(&r, &f)) == 1) {
+        if (f.field == 1 && f.wt == 2) { free(a->name); a->name = str_of(&f); }
+        else if (f.field == 2 && f.wt == 5) memcpy(&a->f, f.d, 4);
+        else if (f.field == 3 && f.wt == 0) a->i = (int64_t)f.v;
+        else if (f.field == 4 && f.wt == 2) { free(a->s); a->s = str_of(&f); }
+        else if (f.field == 20 && f.wt == 0) a->type = (int)f.v;
+        else if (f.field == 5 && f.wt == 2) {
+            if (a->t) { tensor_free(a->t); free(a->t); }
+            a->t = ct_xcalloc(1, sizeof *a->t);
+            if ((rc = read_tensor(sub(&f), a->t, NULL, path))) return rc;
+        } else if (f.field == 8 && (f.wt == 0 || f.wt == 2)) {
+            pb d = f.wt == 2 ? sub(&f) : (pb){0};
+            uint64_t v = f.v;
+            do {
+                if (f.wt == 2 && varint(&d, &v)) return ct_fail(CT_EINPUT, "%s: damaged attribute", path);
+                if (a->n_ints >= 64) return ct_fail(CT_EINPUT, "%s: attribute '%s' has more than 64 values", path, a->name ? a->name : "?");
+                a->ints = realloc(a->ints, (size_t)(a->n_ints + 1) * sizeof *a->ints);
+                a->ints[a->n_ints++] = (int64_t)v;
+            } while (f.wt == 2 && d.p < d.end);
+        }
+    }
+    return rc < 0 ? ct_fail(CT_EINPUT, "%s: damaged attribute", path) : 0;
+}
+
+static void push_str(char ***v, int *n, char *s) {
+    *v = realloc(*v, (size_t)(*n + 1) * sizeof **v);
+    (*v)[(*n)++] = s;
+}
+
+/* NodeProto { input = 1; output = 2; name = 3; op_type = 4; attribute = 5; domain = 7 } */
+static int read_node(pb r, node *nd, const char *path) {
+    pbf f;
+    int rc;
+    while ((rc = next(&r, &f)) == 1) {
+        if (f.wt != 2) continue;
+        if (f.field == 1) { if (nd->n_in >= 64) return ct_fail(CT_EINPUT, "%s: a node with over 64 inputs", path); push_str(&nd->in, &nd->n_in, str_of(&f)); }
+        else if (f.field == 2) { if (nd->n_out >= 64) return ct_fail(CT_EINPUT, "%s: a node with over 64 outputs", path); push_str(&nd->out, &nd->n_out, str_of(&f)); }
+        else if (f.field == 3) { free(nd->name); nd->name = str_of(&f); }
+        else if (f.field == 4) { free(nd->op); nd->op = str_of(&f); }
+        else if (f.field == 7) { free(nd->domain); nd->domain = str_of(&f); }
+        else if (f.field == 5) {
+            if (nd->n_at >= 64) return ct_fail(CT_EINPUT, "%s: a node with over 64 attributes", path);
+            nd->at = realloc(nd->at, (size_t)(nd->n_at + 1) * sizeof *nd->at);
+            memset(&nd->at[nd->n_at], 0, sizeof *nd->at);
+            if ((rc = read_attr(sub(&f), &nd->at[nd->n_at++], path))) return rc;
+        }
+    }
+    if (rc < 0) return ct_fail(CT_EINPUT, "%s: damaged node", path);
+    if (!nd->op) return ct_fail(CT_EINPUT, "%s: a node without op_type", path);
+    if (!nd->n_out) return ct_fail(CT_EINPUT, "%s: node '%s' (%s) has no output", path, nd->name ? nd->name : "", nd->op);
+    if (!nd->name) nd->name = strdup("");
+    return 0;
+}
+
+/* ValueInfoProto { name = 1; type = 2 { tensor_type = 1 { elem_type = 1; shape = 2 { dim = 1 { dim_value = 1; dim_param = 2 } } } } } */
+static int read_vinfo(pb r, vinfo *v, const char *path) {
+    pbf f, g, h, d, e;
+    int rc;
+    while ((rc = next(&r, &f)) == 1) {
+        if (f.field == 1 && f.wt == 2) { free(v->name); v->name = str_of(&f); }
+        else if (f.field == 2 && f.wt == 2) {
+            pb tp = sub(&f);
+            while ((rc = next(&tp, &g)) == 1) {
+                if (g.field != 1 || g.wt != 2) continue;
+                pb tt = sub(&g);
+                while ((rc = next(&tt, &h)) == 1) {
+                    if (h.field == 1 && h.wt == 0) v->elem = (int)h.v;
+                    else if (h.field == 2 && h.wt == 2) {
+                        pb sh = sub(&h);
+                        while ((rc = next(&sh, &d)) == 1) {
+                            if (d.field != 1 || d.wt != 2) continue;
+                            if (v->ndim == 8) return ct_fail(CT_EINPUT, "%s: an input or output of over 8 dimensions", path);
+                            int k = v->ndim++;
+                            v->dynamic[k] = 1;
+                            pb dm = sub(&d);
+                            while ((rc = next(&dm, &e)) == 1)
+                                if (e.field == 1 && e.wt == 0) v->dims[k] = (int64_t)e.v, v->dynamic[k] = 0;
+                            if (rc < 0) break;
+                        }
+                    }
+                    if (rc < 0) break;
+                }
+                if (rc < 0) break;
+            }
+        }
+        if (rc < 0) break;
+    }
+    return rc < 0 ? ct_fail(CT_EINPUT, "%s: damaged input or output description", path) : 0;
+}
+
+/* GraphProto { node = 1; initializer = 5; input = 11; output = 12 } */
+static int read_graph(pb r, imp *im) {
+    pbf f;
+    int rc = 0;
+    while (!rc && (rc = next(&r, &f)) == 1) {
+        rc = 0;
+        if (f.wt != 2) continue;
+        if (f.field == 1) {
+            if (im->n_nodes >= 100000) return ct_fail(CT_EINPUT, "%s: over 100000 nodes", im->path);
+            im->nodes = realloc(im->nodes, (size_t)(im->n_nodes + 1) * sizeof *im->nodes);
+            memset(&im->nodes[im->n_nodes], 0, sizeof *im->nodes);
+            rc = read_node(sub(&f), &im->nodes[im->n_nodes++], im->path);
+        } else if (f.field == 5) {
+            im->inits = realloc(im->inits, (size_t)(im->n_inits + 1) * sizeof *im->inits);
+            im->init_names = realloc(im->init_names, (size_t)(im->n_inits + 1) * sizeof *im->init_names);
+            im->init_names[im->n_inits] = NULL;
+            memset(&im->inits[im->n_inits], 0, sizeof *im->inits);
+            rc = read_tensor(sub(&f), &im->inits[im->n_inits], &im->init_names[im->n_inits], im->path);
+            im->n_inits++;
+            if (!rc && !im->init_names[im->n_inits - 1]) rc = ct_fail(CT_EINPUT, "%s: an initializer without a name", im->path);
+        } else if (f.field == 11 || f.field == 12) {
+            vinfo **v = f.field == 11 ? &im->inputs : &im->outputs;
+            int *n = f.field == 11 ? &im->n_inputs : &im->n_outputs;
+            if (*n >= 10000) return ct_fail(CT_EINPUT, "%s: too many inputs or outputs", im->path);
+            *v = realloc(*v, (size_t)(*n + 1) * sizeof **v);
+            memset(&(*v)[*n], 0, sizeof **v);
+            rc = read_vinfo(sub(&f), &(*v)[(*n)++], im->path);
+        }
+    }
+    return rc < 0 ? ct_fail(CT_EINPUT, "%s: damaged graph (truncated?)", im->path) : rc;
+}
+
+/* ModelProto { ir_version = 1; opset_import = 8 { domain = 1; version = 2 }; graph = 7; metadata_props = 14 { key = 1; value = 2 } } */
+static int read_model(const uint8_t *buf, size_t len, imp *im) {
+    pb r = {buf, buf + len};
+    pbf f, g;
+    int rc, graphs = 0;
+    im->opset = -1;
+    while ((rc = next(&r, &f)) == 1) {
+        if (f.field == 8 && f.wt == 2) {
+            pb o = sub(&f);
+            char *dom = NULL;
+            int64_t ver = 0;
+            while ((rc = next(&o, &g)) == 1) {
+                if (g.field == 1 && g.wt == 2) { free(dom); dom = str_of(&g); }
+                else if (g.field == 2 && g.wt == 0) ver = (int64_t)g.v;
+            }
+            if (rc < 0) { free(dom); break; }
+            if (!dom || !dom[0] || !strcmp(dom, "ai.onnx")) im->opset = (int)(ver > 1000 ? 1000 : ver);
+            free(dom);
+        } else if (f.field == 7 && f.wt == 2) {
+            if (graphs++) return ct_fail(CT_EINPUT, "%s: two graphs", im->path);
+            if ((rc = read_graph(sub(&f), im))) return rc;
+        } else if (f.field == 14 && f.wt == 2) {
+            pb o = sub(&f);
+            char *k = NULL, *v = NULL;
+            while ((rc = next(&o, &g)) == 1) {
+                if (g.field == 1 && g.wt == 2) { free(k); k = str_of(&g); }
+                else if (g.field == 2 && g.wt == 2) { free(v); v = str_of(&g); }
+            }
+            push_str(&im->meta_k, &im->n_meta, k ? k : strdup(""));
+            im->n_meta--;
+            push_str(&im->meta_v, &im->n_meta, v ? v : strdup(""));
+            if (rc < 0) break;
+        }
+    }
+    if (rc < 0)
+        return ct_fail(CT_EINPUT, "%s: not an ONNX model, or truncated (the protobuf encoding breaks off)", im->path);
+    if (!graphs) return ct_fail(CT_EINPUT, "%s: not an ONNX model (no graph); write it with torch.onnx.export", im->path);
+    if (im->opset < 11 || im->opset > 21)
+        return ct_fail(CT_EINPUT, "%s: opset %d; cltrain imports opsets 11 to 21 (torch.onnx.export(..., opset_version=13))",
+                       im->path, im->opset);
+    return 0;
+}
+
+/* ---- values ---------------------------------------------------------------------- */
+
+static val *find(imp *im, const char *name) {
+    for (int i = im->n_vals - 1; i >= 0; i--)
+        if (!strcmp(im->vals[i].name, name)) return &im->vals[i];
+    return NULL;
+}
+static val *add_val(imp *im, const char *name, int kind) {
+    if (im->n_vals == im->cap_vals) {
+        im->cap_vals = im->cap_vals ? 2 * im->cap_vals : 256;
+        im->vals = realloc(im->vals, (size_t)im->cap_vals * sizeof *im->vals);
+    }
+    val *v = &im->vals[im->n_vals++];
+    memset(v, 0, sizeof *v);
+    v->name = strdup(name);
+    v->kind = kind;
+    return v;
+}
+static void set_act(imp *im, const char *name, act a) { add_val(im, name, 2)->a = a; }
+/* a constant tensor (copied) */
+static void set_const(imp *im, const char *name, const tensor *t) {
+    val *v = add_val(im, name, 1);
+    v->t = *t;
+    v->t.v = t->v ? ct_xmalloc((size_t)t->n * sizeof(double) + 1) : NULL;
+    v->t.f = t->f ? ct_xmalloc((size_t)t->n * sizeof(float) + 1) : NULL;
+    if (t->v) memcpy(v->t.v, t->v, (size_t)t->n * sizeof(double));
+    if (t->f) memcpy(v->t.f, t->f, (size_t)t->n * sizeof(float));
+}
+
+static const attr *get_attr(const node *nd, const char *name) {
+    for (int i = 0; i < nd->n_at; i++)
+        if (nd->at[i].name && !strcmp(nd->at[i].name, name)) return &nd->at[i];
+    return NULL;
+}
+static int64_t attr_i(const node *nd, const char *name, int64_t def) {
+    const attr *a = get_attr(nd, name);
+    return a ? a->i : def;
+}
+/* the ints of attribute name (n 0 when absent) */
+static int attr_ints(const node *nd, const char *name, int64_t *out, int cap) {
+    const attr *a = get_attr(nd, name);
+    if (!a) return 0;
+    int n = a->n_ints < cap ? a->n_ints : cap;
+    memcpy(out, a->ints, (size_t)n * sizeof *out);
+    return a->n_ints;
+}
+
+/* input k of nd as a constant (NULL: absent or not constant) */
+static const tensor *cin(imp *im, const node *nd, int k) {
+    if (k >= nd->n_in || !nd->in[k][0]) return NULL;
+    val *v = find(im, nd->in[k]);
+    return v && v->kind == 1 ? &v->t : NULL;
+}
+static const act *ain(imp *im, const node *nd, int k) {
+    if (k >= nd->n_in || !nd->in[k][0]) return NULL;
+    val *v = find(im, nd->in[k]);
+    return v && v->kind == 2 ? &v->a : NULL;
+}
+
+/* ---- constant folding of shape arithmetic ---------------------------------------------- */
+
+static int fold(imp *im, const node *nd) {
+    const char *op = nd->op;
+    tensor t;
+    memset(&t, 0, sizeof t);
+    const tensor *a = cin(im, nd, 0), *b = cin(im, nd, 1);
+    int rc = 0;
+    if (!strcmp(op, "Constant")) {
+        const attr *at = get_attr(nd, "value");
+        if (at && at->t) { set_const(im, nd->out[0], at->t); return 0; }
+        if ((at = get_attr(nd, "value_float"))) { float f = at->f; double d = f; t = (tensor){.dtype = T_FLOAT, .n = 1, .v = &d, .f = &f}; set_const(im, nd->out[0], &t); return 0; }
+        if ((at = get_attr(nd, "value_int"))) { double d = (double)at->i; t = (tensor){.dtype = T_INT64, .n = 1, .v = &d}; set_const(im, nd->out[0], &t); return 0; }
+        if ((at = get_attr(nd, "value_ints"))) {
+            double d[64];
+            for (int i = 0; i < at->n_ints; i++) d[i] = (double)at->ints[i];
+            t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {at->n_ints}, .n = at->n_ints, .v = d};
+            set_const(im, nd->out[0], &t);
+            return 0;
+        }
+        return fail_node(im, nd, "a Constant without a value cltrain reads");
+    }
+    if (!strcmp(op, "Shape")) {
+        const act *x = ain(im, nd, 0);
+        if (!x && a) { /* the shape of a constant */
+            double d[8];
+            for (int i = 0; i < a->ndim; i++) d[i] = (double)a->dims[i];
+            t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {a->ndim}, .n = a->ndim, .v = d};
+            set_const(im, nd->out[0], &t);
+            return 0;
+        }
+        if (!x) return 1;
+        double d[4] = {NAN, x->c + x->padc, x->h, x->w};
+        int r = x->rank;
+        if (r == 2) d[1] = (double)x->c * x->h * x->w;
+        if (x->step > 1) d[2] = (x->h + x->step - 1) / x->step, d[3] = (x->w + x->step - 1) / x->step;
+        t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {r}, .n = r, .v = d};
+        set_const(im, nd->out[0], &t);
+        return 0;
+    }
+    /* every input present must be constant from here on */
+    for (int k = 0; k < nd->n_in; k++)
+        if (nd->in[k][0] && !cin(im, nd, k)) return 1;
+    if (!a) return 1;
+    if (!a->v) return fail_node(im, nd, "constant arithmetic on a tensor of %lld elements (at most %d)", (long long)a->n, MAX_CONST);
+    t.dtype = a->dtype;
+    if (!strcmp(op, "Identity") || !strcmp(op, "Cast")) {
+        t = *a;
+        if (!strcmp(op, "Cast")) t.dtype = (int)attr_i(nd, "to", T_INT64), t.f = NULL;
+        set_const(im, nd->out[0], &t);
+        return 0;
+    }
+    int64_t perm[8];
+    if (!strcmp(op, "ConstantOfShape")) {
+        const attr *at = get_attr(nd, "value");
+        double fill = at && at->t && at->t->v && at->t->n == 1 ? at->t->v[0] : 0;
+        t.dtype = at && at->t ? at->t->dtype : T_FLOAT;
+        t.ndim = (int)a->n;
+        t.n = 1;
+        if (a->n > 8) goto bad;
+        for (int i = 0; i < a->n; i++) {
+            if (!(a->v[i] >= 0) || a->v[i] > MAX_CONST) goto bad;
+            t.dims[i] = (int64_t)a->v[i];
+            t.n *= t.dims[i];
+        }
+        if (t.n > MAX_CONST) goto bad;
+        t.v = ct_xmalloc((size_t)t.n * sizeof(double) + 1);
+        for (int64_t i = 0; i < t.n; i++) t.v[i] = fill;
+    } else if (!strcmp(op, "Concat")) {
+        int64_t n = 0;
+        for (int k = 0; k < nd->n_in; k++) {
+            const tensor *c = cin(im, nd, k);
+            if (!c || !c->v || c->ndim != 1) goto bad;
+            n += c->n;
+        }
+        if (n > MAX_CONST) goto bad;
+        t = (tensor){.dtype = a->dtype, .ndim = 1, .dims = {n}, .n = n, .v = ct_xmalloc((size_t)n * sizeof(double) + 1)};
+        n = 0;
+        for (int k = 0; k < nd->n_in; k++) {
+            const tensor *c = cin(im, nd, k);
+            memcpy(t.v + n, c->v, (size_t)c->n * sizeof(double));
+            n += c->n;
+        }
+    } else if (!strcmp(op, "Reshape")) {
+        if (!b || !b->v || b->n > 8) goto bad;
+        t = (tensor){.dtype = a->dtype, .ndim = (int)b->n, .n = a->n};
+        int64_t known = 1, infer = -1;
+        for (int i = 0; i < b->n; i++) {
+            int64_t d = (int64_t)b->v[i];
+            if (d == 0 && i < a->ndim) d = a->dims[i];
+            if (d == -1) { if (infer >= 0) goto bad; infer = i; d = 1; }
+            else if (d < 0) goto bad;
+            t.dims[i] = d;
+            known *= d ? d : 1;
+        }
+        if (infer >= 0) t.dims[infer] = known ? a->n / known : 0;
+        int64_t n = 1;
+        for (int i = 0; i < t.ndim; i++) n *= t.dims[i];
+        if (n != a->n) goto bad;
+        t.v = ct_xmalloc((size_t)n * sizeof(double) + 1);
+        memcpy(t.v, a->v, (size_t)n * sizeof(double));
+    } else if (!strcmp(op, "Transpose")) {
+        int np = attr_ints(nd, "perm", perm, 8);
+        if (a->ndim > 8 || (np && np != a->ndim)) goto bad;
+        if (!np) for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
+        t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = a->n, .v = ct_xmalloc((size_t)a->n * sizeof(double) + 1)};
+        int64_t st[8], idx[8] = {0};
+        for (int i = a->ndim - 1, s = 1; i >= 0; i--) st[i] = s, s *= (int)a->dims[i];
+        for (int i = 0; i < a->ndim; i++) {
+            if (perm[i] < 0 || perm[i] >= a->ndim) { free(t.v); goto bad; }
+            t.dims[i] = a->dims[perm[i]];
+        }
+        for (int64_t o = 0; o < t.n; o++) {
+            int64_t src = 0;
+            for (int i = 0; i < t.ndim; i++) src += idx[i] * st[perm[i]];
+            t.v[o] = a->v[src];
+            for (int i = t.ndim - 1; i >= 0 && ++idx[i] == t.dims[i]; i--) idx[i] = 0;
+        }
+    } else if (!strcmp(op, "Slice")) {
+        /* starts, ends, axes, steps as inputs (opset >= 10) */
+        const tensor *s = b, *e = cin(im, nd, 2), *ax = cin(im, nd, 3), *sp = cin(im, nd, 4);
+        if (!s || !e || !s->v || !e->v || s->n != e->n || (ax && (!ax->v || ax->n != s->n)) || (sp && (!sp->v || sp->n != s->n)) || a->ndim > 8 || a->ndim < 1)
+            goto bad;
+        int64_t lo[8], step[8], cnt[8];
+        for (int i = 0; i < a->ndim; i++) lo[i] = 0, step[i] = 1, cnt[i] = a->dims[i];
+        for (int j = 0; j < s->n; j++) {
+            int64_t axis = ax ? (int64_t)ax->v[j] : j, st = sp ? (int64_t)sp->v[j] : 1;
+            if (axis < 0) axis += a->ndim;
+            if (axis < 0 || axis >= a->ndim || st == 0) goto bad;
+            int64_t D = a->dims[axis];
+            double sv = s->v[j], ev = e->v[j];
+            int64_t s0 = sv < -1e18 ? -D - 1 : sv > 1e18 ? D : (int64_t)sv, e0 = ev < -1e18 ? -D - 1 : ev > 1e18 ? D + 1 : (int64_t)ev;
+            if (s0 < 0) s0 += D;
+            if (e0 < 0) e0 += D;
+            if (st > 0) { s0 = s0 < 0 ? 0 : s0 > D ? D : s0; e0 = e0 < 0 ? 0 : e0 > D ? D : e0; cnt[axis] = e0 > s0 ? (e0 - s0 + st - 1) / st : 0; }
+            else { s0 = s0 < 0 ? -1 : s0 > D - 1 ? D - 1 : s0; e0 = e0 < -1 ? -1 : e0 > D - 1 ? D - 1 : e0; cnt[axis] = s0 > e0 ? (s0 - e0 - st - 1) / -st : 0; }
+            lo[axis] = s0;
+            step[axis] = st;
+        }
+        t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = 1};
+        for (int i = 0; i < a->ndim; i++) t.dims[i] = cnt[i], t.n *= cnt[i];
+        t.v = ct_xmalloc((size_t)t.n * sizeof(double) + 1);
+        int64_t st[8], idx[8] = {0};
+        for (int i = a->ndim - 1, sz = 1; i >= 0; i--) st[i] = sz, sz *= (int)a->dims[i];
+        for (int64_t o = 0; o < t.n; o++) {
+            int64_t src = 0;
+            for (int i = 0; i < t.ndim; i++) src += (lo[i] + idx[i] * step[i]) * st[i];
+            t.v[o] = a->v[src];
+            for (int i = t.ndim - 1; i >= 0 && ++idx[i] == t.dims[i]; i--) idx[i] = 0;
+        }
+    } else if (!strcmp(op, "Gather")) {
+        if (!b || !b->v || a->ndim != 1 || attr_i(nd, "axis", 0) != 0 || b->n > MAX_CONST) goto bad;
+        t = (tensor){.dtype = a->dtype, .ndim = b->ndim, .n = b->n, .v = ct_xmalloc((size_t)b->n * sizeof(double) + 1)};
+        memcpy(t.dims, b->dims, sizeof t.dims);
+        for (int64_t i = 0; i < b->n; i++) {
+            int64_t k = (int64_t)b->v[i];
+            if (k < 0) k += a->n;
+            if (k < 0 || k >= a->n) { free(t.v); goto bad; }
+            t.v[i] = a->v[k];
+        }
+    } else if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
+        t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = a->n, .v = ct_xmalloc((size_t)a->n * sizeof(double) + 1)};
+        memcpy(t.v, a->v, (size_t)a->n * sizeof(double));
+        memcpy(t.dims, a->dims, sizeof t.dims);
+        int64_t axes[8];
+        int na = b && b->v && b->n <= 8 ? (int)b->n : attr_ints(nd, "axes", axes, 8);
+        if (b && b->v && b->n <= 8) for (int i = 0; i < na; i++) axes[i] = (int64_t)b->v[i];
+        if (na > 8) { free(t.v); goto bad; }
+        if (!strcmp(op, "Unsqueeze")) {
+            if (a->ndim + na > 8) { free(t.v); goto bad; }
+            for (int i = 0; i < na; i++) {
+                int64_t ax = axes[i] < 0 ? axes[i] + t.ndim + 1 : axes[i];
+                if (ax < 0 || ax > t.ndim) { free(t.v); goto bad; }
+                memmove(t.dims + ax + 1, t.dims + ax, (size_t)(t.ndim - ax) * sizeof *t.dims);
+                t.dims[ax] = 1;
+                t.ndim++;
+            }
+        } else {
+            int nd2 = 0;
+            for (int i = 0; i < a->ndim; i++) {
+                int drop = 0;
+                for (int j = 0; j < na; j++) drop |= axes[j] == i || axes[j] + a->ndim == i;
+                if (!na) drop = a->dims[i] == 1;
+                if (!drop) t.dims[nd2++] = a->dims[i];
+            }
+            t.ndim = nd2;
+        }
+    } else if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div")) {
+        if (!b || !b->v || (a->n != b->n && a->n != 1 && b->n != 1)) goto bad;
+        const tensor *big = a->n >= b->n ? a : b;
+        t = (tensor){.dtype = a->dtype, .ndim = big->ndim, .n = big->n, .v = ct_xmalloc((size_t)big->n * sizeof(double) + 1)};
+        memcpy(t.dims, big->dims, sizeof t.dims);
+        int isint = a->dtype != T_FLOAT && a->dtype != T_DOUBLE;
+        for (int64_t i = 0; i < t.n; i++) {
+            double x = a->v[a->n == 1 ? 0 : i], y = b->v[b->n == 1 ? 0 : i];
+            t.v[i] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y : isint ? (y ? trunc(x / y) : NAN) : x / y;
+        }
+    } else
+        return 1;
+    set_const(im, nd->out[0], &t);
+    free(t.v);
+    return rc;
+bad:
+    return fail_node(im, nd, "constant arithmetic cltrain cannot evaluate (shapes or values out of range)");
+}
+
+/* ---- layers --------------------------------------------------------------------- */
+
+/* x must be the newest activation, seen whole */
+static int main_input(imp *im, const node *nd, const act **x) {
+    *x = ain(im, nd, 0);
+    if (!*x) return fail_node(im, nd, "its input '%s' is %s", nd->n_in ? nd->in[0] : "", nd->n_in && find(im, nd->in[0]) ? "a constant, not an activation" : "not produced by an earlier node");
+    if ((*x)->layer != im->last.layer || (*x)->step != 1 || (*x)->padc)
+        return fail_node(im, nd, "it reads an earlier activation than the newest; cltrain models are sequences of layers "
+                         "(with residual Adds)");
+    return 0;
+}
+
+static lay *new_layer(imp *im, const node *nd, int type) {
+    if (im->n_layers == CT_MAX_LAYERS) return NULL;
+    lay *L = &im->layers[im->n_layers++];
+    memset(L, 0, sizeof *L);
+    L->type = type;
+    L->from = -2;
+    snprintf(L->node, sizeof L->node, "%s", nd->name[0] ? nd->name : nd->out[0]);
+    return L;
+}
+
+static float *copy_f(const tensor *t) {
+    float *f = ct_xmalloc((size_t)t->n * sizeof(float) + 1);
+    memcpy(f, t->f, (size_t)t->n * sizeof(float));
+    return f;
+}
+
+static int too_many(imp *im, const node *nd) {
+    return fail_node(im, nd, "the model would have more than %d layers", CT_MAX_LAYERS);
+}
+
+static int do_conv(imp *im, const node *nd, const act *x) {
+    const tensor *W = cin(im, nd, 1), *B = cin(im, nd, 2);
+    if (!W || !W->f || W->ndim != 4) return fail_node(im, nd, "its weights are not a constant 4-D float tensor");
+    if (nd->n_in > 2 && nd->in[2][0] && (!B || !B->f || B->n != W->dims[0])) return fail_node(im, nd, "its bias is not a constant of %lld floats", (long long)W->dims[0]);
+    if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
+    int64_t O = W->dims[0], I = W->dims[1], kh = W->dims[2], kw = W->dims[3], st[4] = {1, 1}, pd[8] = {0}, dl[4] = {1, 1};
+    int ns = attr_ints(nd, "strides", st, 4), np = attr_ints(nd, "pads", pd, 8), ndl = attr_ints(nd, "dilations", dl, 4);
+    const attr *ap = get_attr(nd, "auto_pad");
+    if (attr_i(nd, "group", 1) != 1) return fail_node(im, nd, "grouped convolution (group=%lld); cltrain convolves all channels", (long long)attr_i(nd, "group", 1));
+    if (ap && ap->s && strcmp(ap->s, "NOTSET")) return fail_node(im, nd, "auto_pad %s; export with explicit pads", ap->s);
+    if (I != x->c) return fail_node(im, nd, "weights for %lld input channels, its input has %d", (long long)I, x->c);
+    if (kh != kw || (ns && (ns != 2 || st[0] != st[1])) || (np && (np != 4 || pd[0] != pd[1] || pd[0] != pd[2] || pd[0] != pd[3])) ||
+        (ndl && (dl[0] != 1 || dl[1] != 1)))
+        return fail_node(im, nd, "kernel %lldx%lld, strides %lld,%lld, pads %lld,%lld,%lld,%lld, dilation %lld: cltrain's convolutions "
+                         "are square with one stride, equal padding on every side and no dilation", (long long)kh, (long long)kw,
+                         (long long)st[0], (long long)st[1], (long long)pd[0], (long long)pd[1], (long long)pd[2], (long long)pd[3], (long long)dl[0]);
+    if (kh < 1 || kh > 64 || st[0] < 1 || st[0] > 64 || pd[0] < 0 || pd[0] > 64 || O < 1 || O > 65536)
+        return fail_node(im, nd, "kernel %lld, stride %lld, pad %lld, %lld filters: out of cltrain's ranges (1..64, 1..64, 0..64, 1..65536)",
+                         (long long)kh, (long long)st[0], (long long)pd[0], (long long)O);
+    lay *L = new_layer(im, nd, CT_L_CONV);
+    if (!L) return too_many(im, nd);
+    L->k = (int)kh, L->stride = (int)st[0], L->pad = (int)pd[0], L->oc = (int)O, L->ic = x->c;
+    L->w = copy_f(W);
+    L->b = B ? copy_f(B) : ct_xcalloc((size_t)O, sizeof(float));
+    int oh = (int)((x->h + 2 * pd[0] - kh) / st[0] + 1), ow = (int)((x->w + 2 * pd[0] - kh) / st[0] + 1);
+    if (oh < 1 || ow < 1) return fail_node(im, nd, "its %dx%d input is smaller than the kernel", x->h, x->w);
+    im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = (int)O, .h = oh, .w = ow, .step = 1};
+    set_act(im, nd->out[0], im->last);
+    return 0;
+}
+
+static int do_bn(imp *im, const node *nd, const act *x) {
+    const tensor *p[4];
+    int C = x->rank == 4 ? x->c : x->c * x->h * x->w;
+    for (int k = 0; k < 4; k++)
+        if (!(p[k] = cin(im, nd, k + 1)) || !p[k]->f || p[k]->n != C)
+            return fail_node(im, nd, "its scale, bias, mean and variance must be constants of %d floats", C);
+    if (attr_i(nd, "training_mode", 0)) return fail_node(im, nd, "training_mode=1; export the model in eval mode");
+    if (nd->n_out > 1) return fail_node(im, nd, "it outputs running statistics (training mode); export in eval mode");
+    const attr *e = get_attr(nd, "epsilon");
+    double eps = e ? e->f : 1e-5;
+    if (x->rank == 2 && x->h * x->w != 1) return fail_node(im, nd, "batch norm over a flattened image; cltrain normalises channels");
+    lay *L = new_layer(im, nd, CT_L_BATCHNORM);
+    if (!L) return too_many(im, nd);
+    L->oc = C, L->eps = eps;
+    for (int k = 0; k < 4; k++) L->bn[k] = copy_f(p[k]);
+    for (int c = 0; c < C; c++) {
+        double v = (double)L->bn[3][c] + eps - BN_EPS; /* cltrain's epsilon is 1e-5: the rest moves into the variance */
+        if (!(v > 0) && !(v == 0 && eps == BN_EPS)) return fail_node(im, nd, "epsilon %g with a variance below %g; cltrain's epsilon is %g", eps, BN_EPS - eps, BN_EPS);
+        L->bn[3][c] = (float)v;
+    }
+    im->last = *x;
+    im->last.layer = im->n_layers - 1;
+    set_act(im, nd->out[0], im->last);
+    return 0;
+}
+
+static int do_dense(imp *im, const node *nd, const act *x, const float *w, int64_t K, int64_t O, int trans, const float *bias) {
+    if (x->rank != 2) return fail_node(im, nd, "its input is [N, C, H, W]; flatten it first");
+    if (K != (int64_t)x->c * x->h * x->w) return fail_node(im, nd, "weights for %lld inputs, its input has %d", (long long)K, x->c * x->h * x->w);
+    lay *L = new_layer(im, nd, CT_L_DENSE);
+    if (!L) return too_many(im, nd);
+    L->oc = (int)O;
+    L->flat_c = x->c, L->flat_h = x->h, L->flat_w = x->w;
+    L->w = ct_xmalloc((size_t)(K * O) * sizeof(float) + 1);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t o = 0; o < O; o++) L->w[k * O + o] = trans ? w[o * K + k] : w[k * O + o];
+    L->b = ct_xcalloc((size_t)O, sizeof(float));
+    if (bias) memcpy(L->b, bias, (size_t)O * sizeof(float));
+    im->last = (act){.layer = im->n_layers - 1, .rank = 2, .c = (int)O, .h = 1, .w = 1, .step = 1};
+    set_act(im, nd->out[0], im->last);
+    return 0;
+}
+
+static int do_gemm(imp *im, const node *nd, const act *x) {
+    const tensor *W = cin(im, nd, 1), *C = cin(im, nd, 2);
+    if (!W || !W->f || W->ndim != 2) return fail_node(im, nd, "its B is not a constant 2-D float tensor");
+    if (attr_i(nd, "transA", 0)) return fail_node(im, nd, "transA=1");
+    const attr *al = get_attr(nd, "alpha"), *be = get_attr(nd, "beta");
+    int tb = (int)attr_i(nd, "transB", 0);
+    int64_t K = tb ? W->dims[1] : W->dims[0], O = tb ? W->dims[0] : W->dims[1];
+    if (O < 1 || O > (1 << 24)) return fail_node(im, nd, "%lld outputs", (long long)O);
+    if (C && (!C->f || (C->n != O && C->n != 1))) return fail_node(im, nd, "its C is not a constant of %lld floats", (long long)O);
+    if (nd->n_in > 2 && nd->in[2][0] && !C) return fail_node(im, nd, "its C is not a constant");
+    float *bias = ct_xcalloc((size_t)O, sizeof(float));
+    for (int64_t o = 0; C && o < O; o++) bias[o] = C->f[C->n == 1 ? 0 : o] * (be ? be->f : 1.0f);
+    float *w = copy_f(W);
+    if (al) for (int64_t i = 0; i < W->n; i++) w[i] *= al->f;
+    int rc = do_dense(im, nd, x, w, K, O, tb, bias);
+    free(w);
+    free(bias);
+    return rc;
+}
+
+/* Add: a residual (two activations) or a MatMul's bias */
+static int do_add(imp *im, const node *nd) {
+    const act *a = ain(im, nd, 0), *b = ain(im, nd, 1);
+    const tensor *c = cin(im, nd, a ? 1 : 0);
+    if ((a && c) || (b && c)) {
+        const act *x = a ? a : b;
+        lay *L = im->n_layers ? &im->layers[im->n_layers - 1] : NULL;
+        if (!L || x->layer != im->n_layers - 1 || !L->matmul_bias || !c->f || c->n != L->oc)
+            return fail_node(im, nd, "adds a constant; cltrain takes that only as the bias right after a MatMul");
+        memcpy(L->b, c->f, (size_t)L->oc * sizeof(float));
+        L->matmul_bias = 0;
+        set_act(im, nd->out[0], *x);
+        return 0;
+    }
+    if (!a || !b) return fail_node(im, nd, "its inputs are not two activations (a residual) or a MatMul's output and a bias");
+    const act *cur = a, *oth = b;
+    if (!(a->layer == im->last.layer && a->step == 1 && !a->padc)) cur = b, oth = a;
+    if (!(cur->layer == im->last.layer && cur->step == 1 && !cur->padc) || oth->layer == cur->layer)
+        return fail_node(im, nd, "a residual Add must add an earlier output to the newest one");
+    if (cur->rank != 4 || oth->rank != 4) return fail_node(im, nd, "residual of flattened tensors");
+    int sh = oth->h, sw = oth->w, sc = oth->c, S = (sh + cur->h - 1) / cur->h;
+    int vh = (sh + oth->step - 1) / oth->step, vw = (sw + oth->step - 1) / oth->step;
+    if (vh != cur->h || vw != cur->w || sc + oth->padc != cur->c || (S != oth->step && !(S == 1 && oth->step == 1)))
+        return fail_node(im, nd, "adds a %dx%dx%d tensor (subsampled by %d, %d zero channels added) to a %dx%dx%d one; cltrain's "
+                         "[shortcut] subsamples an earlier output and appends zero channels", sc, sh, sw, oth->step, oth->padc, cur->c,
+                         cur->h, cur->w);
+    if (sc > cur->c) return fail_node(im, nd, "the earlier output has more channels");
+    lay *L = new_layer(im, nd, CT_L_SHORTCUT);
+    if (!L) return too_many(im, nd);
+    L->from = oth->layer;
+    L->oc = cur->c;
+    im->last = *cur;
+    im->last.layer = im->n_layers - 1;
+    set_act(im, nd->out[0], im->last);
+    return 0;
+}
+
+static int do_pool(imp *im, const node *nd, const act *x, int max) {
+    if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
+    int64_t k[4] = {0}, st[4] = {0}, pd[8] = {0}, dl[4] = {1, 1};
+    int nk = attr_ints(nd, "kernel_shape", k, 4), ns = attr_ints(nd, "strides", st, 4), np = attr_ints(nd, "pads", pd, 8);
+    int ndl = attr_ints(nd, "dilations", dl, 4);
+    const attr *ap = get_attr(nd, "auto_pad");
+    int padded = 0;
+    for (int i = 0; i < np && i < 8; i++) padded |= pd[i] != 0;
+    if (nk != 2 || (ap && ap->s && strcmp(ap->s, "NOTSET") && strcmp(ap->s, "VALID")) || padded || (ndl && (dl[0] != 1 || dl[1] != 1)))
+        return fail_node(im, nd, "a 2-D window without padding or dilation is what cltrain pools over");
+    if (!ns) st[0] = st[1] = 1;
+    if (!max) {
+        if (k[0] != x->h || k[1] != x->w)
+            return fail_node(im, nd, "a %lldx%lld average over a %dx%d input; cltrain averages whole inputs only (global average pooling)",
+                             (long long)k[0], (long long)k[1], x->h, x->w);
+        lay *L = new_layer(im, nd, CT_L_AVGPOOL);
+        if (!L) return too_many(im, nd);
+        im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = x->c, .h = 1, .w = 1, .step = 1};
+        set_act(im, nd->out[0], im->last);
+        return 0;
+    }
+    if (k[0] != k[1] || st[0] != st[1] || k[0] < 1 || k[0] > 64 || st[0] < 1 || st[0] > 64 || k[0] > x->h || k[0] > x->w)
+        return fail_node(im, nd, "window %lldx%lld, strides %lld,%lld over %dx%d; cltrain's are square with one stride (1..64) inside the input",
+                         (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], x->h, x->w);
+    if (attr_i(nd, "ceil_mode", 0) && ((x->h - k[0]) % st[0] || (x->w - k[0]) % st[0]))
+        return fail_node(im, nd, "ceil_mode=1 where it adds a partial window; cltrain pools in floor mode");
+    if (nd->n_out > 1 && nd->out[1][0]) return fail_node(im, nd, "its indices output is used");
+    lay *L = new_layer(im, nd, CT_L_MAXPOOL);
+    if (!L) return too_many(im, nd);
+    L->k = (int)k[0], L->stride = (int)st[0];
+    im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = x->c, .h = (int)((x->h - k[0]) / st[0] + 1),
+                     .w = (int)((x->w - k[0]) / st[0] + 1), .step = 1};
+    set_act(im, nd->out[0], im->last);
+    return 0;
+}
+
+static int global_avg(imp *im, const node *nd, const act *x, int keep) {
+    if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
+    lay *L = new_layer(im, nd, CT_L_AVGPOOL);
+    if (!L) return too_many(im, nd);
+    im->last = (act){.layer = im->n_layers - 1, .rank = keep ? 4 : 2, .c = x->c, .h = 1, .w = 1, .step = 1};
+    set_act(im, nd->out[0], im->last);
+    return 0;
+}
+
+/* how many nodes read tensor name */
+static int readers(const imp *im, const char *name) {
+    int n = 0;
+    for (int i = 0; i < im->n_nodes; i++)
+        for (int k = 0; k < im->nodes[i].n_in; k++) n += !strcmp(im->nodes[i].in[k], name);
+    for (int i = 0; i < im->n_outputs; i++) n += im->outputs[i].name && !strcmp(im->outputs[i].name, name);
+    return n;
+}
+
+static int graph_output(const imp *im, const char *name) {
+    for (int i = 0; i < im->n_outputs; i++)
+        if (im->outputs[i].name && !strcmp(im->outputs[i].name, name)) return 1;
+    return 0;
+}
+
+static void note(imp *im, const char *s) {
+    if (strstr(im->notes, s)) return;
+    snprintf(im->notes + strlen(im->notes), sizeof im->notes - strlen(im->notes), "%s%s", im->notes[0] ? "; " : "", s);
+}
+
+static int do_node(imp *im, const node *nd, int idx) {
+    const char *op = nd->op;
+    if (nd->domain && nd->domain[0] && strcmp(nd->domain, "ai.onnx"))
+        return fail_node(im, nd, "an op of domain '%s'; %s", nd->domain, supported);
+    int rc = fold(im, nd);
+    if (rc <= 0) return rc;
+    const act *x = ain(im, nd, 0);
+    if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
+        if (!x) return fail_node(im, nd, "its input is not known");
+        if (nd->n_out > 1 && nd->out[1][0] && readers(im, nd->out[1])) return fail_node(im, nd, "its mask output is used");
+        set_act(im, nd->out[0], *x);
+        return 0;
+    }
+    if (!strcmp(op, "Slice")) { /* a view: every step-th pixel of an earlier output */
+        const tensor *s = cin(im, nd, 1), *e = cin(im, nd, 2), *ax = cin(im, nd, 3), *sp = cin(im, nd, 4);
+        if (!x || x->rank != 4 || !s || !e || !s->v || !e->v || s->n != e->n || (ax && (!ax->v || ax->n != s->n)) || (sp && (!sp->v || sp->n != s->n)))
+            return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s])");
+        act v = *x;
+        int step_h = 0, step_w = 0;
+        int dims[4] = {0, x->c, x->h, x->w};
+        for (int j = 0; j < s->n; j++) {
+            int64_t axis = ax ? (int64_t)ax->v[j] : j, st = sp ? (int64_t)sp->v[j] : 1;
+            if (axis < 0) axis += 4;
+            if (axis < 0 || axis > 3 || s->v[j] != 0 || st < 1 || (axis > 0 && e->v[j] < dims[axis]) || (axis < 2 && st != 1))
+                return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s]): from 0 to the end, "
+                                 "steps only along H and W");
+            if (axis == 2) step_h = (int)st;
+            if (axis == 3) step_w = (int)st;
+        }
+        if (step_h && step_w && step_h != step_w) return fail_node(im, nd, "different steps along H and W");
+        int st = step_h ? step_h : step_w ? step_w : 1;
+        if (st > 1) {
+            if (v.step > 1 && (step_h == 0) == (step_w == 0)) return fail_node(im, nd, "subsampled twice");
+            /* one axis at a time (PyTorch exports x[:, :, ::2, ::2] as two Slices): the first sets the step, the second must agree */
+            if (v.step > 1 && v.step != st) return fail_node(im, nd, "different steps along H and W");
+            v.step = st;
+        }
+        set_act(im, nd->out[0], v);
+        return 0;
+    }
+    if (!strcmp(op, "Pad")) { /* a view: zero channels appended */
+        const tensor *p = cin(im, nd, 1), *cv = cin(im, nd, 2);
+        const attr *mode = get_attr(nd, "mode");
+        if (!x || x->rank != 4 || !p || !p->v || p->n != 8 || (cv && (!cv->v || cv->n != 1 || cv->v[0] != 0)) ||
+            (mode && mode->s && strcmp(mode->s, "constant")))
+            return fail_node(im, nd, "a Pad cltrain takes only as a residual's zero channels appended");
+        for (int i = 0; i < 8; i++)
+            if (i != 5 && p->v[i] != 0) return fail_node(im, nd, "pads other than channels at the end; cltrain's [shortcut] appends zero channels");
+        if (!(p->v[5] >= 0 && p->v[5] <= 65536)) return fail_node(im, nd, "pads out of range");
+        act v = *x;
+        v.padc += (int)p->v[5];
+        set_act(im, nd->out[0], v);
+        return 0;
+    }
+    if (!strcmp(op, "Add")) return do_add(im, nd);
+    if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) {
+        if (!x || !graph_output(im, nd->out[0]) || x->layer != im->last.layer || x->rank != 2)
+            return fail_node(im, nd, "only a final Softmax or LogSoftmax over the classes is dropped (cltrain's loss applies its own)");
+        note(im, "the final Softmax/LogSoftmax is dropped: cltrain's predict prints probabilities, --logits writes the logits before it");
+        val *v = add_val(im, nd->out[0], 2);
+        v->a = *x;
+        v->a.layer = -100; /* a dropped output */
+        return 0;
+    }
+    if ((rc = main_input(im, nd, &x))) return rc;
+    if (!strcmp(op, "Conv")) return do_conv(im, nd, x);
+    if (!strcmp(op, "BatchNormalization")) return do_bn(im, nd, x);
+    if (!strcmp(op, "Gemm")) return do_gemm(im, nd, x);
+    if (!strcmp(op, "MatMul")) {
+        const tensor *W = cin(im, nd, 1);
+        if (!W || !W->f || W->ndim != 2) return fail_node(im, nd, "its second input is not a constant 2-D float tensor");
+        rc = do_dense(im, nd, x, W->f, W->dims[0], W->dims[1], 0, NULL);
+        if (!rc) im->layers[im->n_layers - 1].matmul_bias = 1;
+        return rc;
+    }
+    if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) return do_pool(im, nd, x, op[0] == 'M');
+    if (!strcmp(op, "GlobalAveragePool")) return global_avg(im, nd, x, 1);
+    if (!strcmp(op, "ReduceMean")) {
+        int64_t axes[8];
+        int na = attr_ints(nd, "axes", axes, 8);
+        const tensor *ta = cin(im, nd, 1);
+        if (ta && ta->v && ta->n <= 8) { na = (int)ta->n; for (int i = 0; i < na; i++) axes[i] = (int64_t)ta->v[i]; }
+        int hw = na == 2 && x->rank == 4;
+        for (int i = 0; i < na && hw; i++) hw = axes[i] == 2 || axes[i] == 3 || axes[i] == -1 || axes[i] == -2;
+        if (!hw || (axes[0] % 4 + 4) % 4 == (axes[1] % 4 + 4) % 4)
+            return fail_node(im, nd, "a mean over axes other than H and W; cltrain averages each channel over the whole image");
+        return global_avg(im, nd, x, (int)attr_i(nd, "keepdims", 1));
+    }
+    if (!strcmp(op, "Relu")) {
+        lay *L = x->layer >= 0 ? &im->layers[x->layer] : NULL;
+        if (!L || L->act || !(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
+            return fail_node(im, nd, "cltrain applies ReLU inside a conv, dense, batch norm or residual layer; this one follows %s",
+                             L ? ct_layer_names[L->type] : "the input");
+        if (readers(im, nd->in[0]) > 1) return fail_node(im, nd, "its input is also read elsewhere (before the ReLU)");
+        L->act = CT_ACT_RELU;
+        set_act(im, nd->out[0], *x);
+        (void)idx;
+        return 0;
+    }
+    if (!strcmp(op, "Flatten") || !strcmp(op, "Reshape") || !strcmp(op, "Squeeze")) {
+        if (!strcmp(op, "Flatten") && attr_i(nd, "axis", 1) != 1) return fail_node(im, nd, "Flatten with axis %lld; cltrain flattens after the batch", (long long)attr_i(nd, "axis", 1));
+        if (!strcmp(op, "Reshape")) {
+            const tensor *s = cin(im, nd, 1);
+            int64_t F = (int64_t)x->c * x->h * x->w;
+            if (!s || !s->v || s->n != 2 || !(isnan(s->v[0]) || s->v[0] == -1 || s->v[0] == 0) || !(s->v[1] == F || s->v[1] == -1))
+                return fail_node(im, nd, "a Reshape to other than [N, %lld] (a flatten before Gemm or MatMul)", (long long)F);
+        }
+        if (!strcmp(op, "Squeeze") && (x->rank != 4 || x->h != 1 || x->w != 1))
+            return fail_node(im, nd, "a Squeeze of other than [N, C, 1, 1]");
+        act v = *x;
+        v.rank = 2;
+        set_act(im, nd->out[0], v);
+        return 0;
+    }
+    return fail_node(im, nd, "not an op cltrain imports; %s", supported);
+}
+
+/* ---- the result ------------------------------------------------------------------ */
+
+static int emit(imp *im, const vinfo *in, ct_onnx_imported *out) {
+    size_t cap = 4096 + (size_t)im->n_layers * 128, n = 0;
+    char *cfg = ct_xmalloc(cap);
+    const lay *last = &im->layers[im->n_layers - 1];
+#define P(...) (n += (size_t)snprintf(cfg + n, cap - n, __VA_ARGS__))
+    P("# imported from %s\n[net]\nheight=%lld\nwidth=%lld\nchannels=%lld\nclasses=%d\n", im->path, (long long)in->dims[2],
+      (long long)in->dims[3], (long long)in->dims[1], last->oc);
+    for (int i = 0; i < im->n_layers; i++) {
+        const lay *L = &im->layers[i];
+        P("\n# %s\n", L->node);
+        switch (L->type) {
+        case CT_L_CONV: P("[conv]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\n", L->oc, L->k, L->stride, L->pad); break;
+        case CT_L_DENSE: P("[dense]\noutputs=%d\n", L->oc); break;
+        case CT_L_BATCHNORM: P("[batchnorm]\n"); break;
+        case CT_L_MAXPOOL: P("[maxpool]\nsize=%d\nstride=%d\n", L->k, L->stride); break;
+        case CT_L_AVGPOOL: P("[avgpool]\n"); break;
+        case CT_L_SHORTCUT: P("[shortcut]\nfrom=%d\n", L->from); break;
+        }
+        if (L->act == CT_ACT_RELU) P("activation=relu\n");
+    }
+    P("\n[softmax]\n");
+#undef P
+    ct_model m;
+    int rc = ct_model_parse(&m, cfg, "imported");
+    if (rc) {
+        rc = ct_fail(CT_EINPUT, "%s: the converted model does not fit cltrain: %s", im->path, ct_last_error());
+        free(cfg);
+        return rc;
+    }
+    float *p = ct_xcalloc(m.n_params ? m.n_params : 1, sizeof(float));
+    for (int i = 0; i < im->n_layers; i++) {
+        const lay *L = &im->layers[i];
+        const ct_layer *M = &m.layers[i];
+        if (L->type == CT_L_CONV) {
+            int k = L->k, C = M->ic, O = M->oc;
+            for (int o = 0; o < O; o++)
+                for (int c = 0; c < C; c++)
+                    for (int ky = 0; ky < k; ky++)
+                        for (int kx = 0; kx < k; kx++)
+                            p[M->w_off + (((size_t)ky * k + kx) * C + c) * O + o] = L->w[(((size_t)o * C + c) * k + ky) * k + kx];
+            memcpy(p + M->b_off, L->b, (size_t)O * sizeof(float));
+        } else if (L->type == CT_L_DENSE) {
+            int H = L->flat_h, W = L->flat_w, C = L->flat_c, O = L->oc;
+            for (int h = 0; h < H; h++)
+                for (int x = 0; x < W; x++)
+                    for (int c = 0; c < C; c++)
+                        memcpy(p + M->w_off + (((size_t)h * W + x) * C + c) * O, L->w + (((size_t)c * H + h) * W + x) * O,
+                               (size_t)O * sizeof(float));
+            memcpy(p + M->b_off, L->b, (size_t)O * sizeof(float));
+        } else if (L->type == CT_L_BATCHNORM) {
+            size_t C = (size_t)M->oc;
+            memcpy(p + M->w_off, L->bn[0], C * sizeof(float));
+            memcpy(p + M->w_off + C, L->bn[2], C * sizeof(float));
+            memcpy(p + M->w_off + 2 * C, L->bn[3], C * sizeof(float));
+            memcpy(p + M->b_off, L->bn[1], C * sizeof(float));
+        }
+    }
+    out->cfg = cfg;
+    out->params = p;
+    out->n_params = m.n_params;
+    out->n_layers = m.n_layers;
+    ct_model_free(&m);
+    return 0;
+}
+
+static void imp_free(imp *im) {
+    for (int i = 0; i < im->n_nodes; i++) {
+        node *nd = &im->nodes[i];
+        for (int k = 0; k < nd->n_in; k++) free(nd->in[k]);
+        for (int k = 0; k < nd->n_out; k++) free(nd->out[k]);
+        for (int k = 0; k < nd->n_at; k++) {
+            free(nd->at[k].name), free(nd->at[k].s), free(nd->at[k].ints);
+            if (nd->at[k].t) tensor_free(nd->at[k].t), free(nd->at[k].t);
+        }
+        free(nd->in), free(nd->out), free(nd->at), free(nd->op), free(nd->name), free(nd->domain);
+    }
+    free(im->nodes);
+    for (int i = 0; i < im->n_inits; i++) tensor_free(&im->inits[i]), free(im->init_names[i]);
+    free(im->inits), free(im->init_names);
+    for (int i = 0; i < im->n_inputs; i++) free(im->inputs[i].name);
+    for (int i = 0; i < im->n_outputs; i++) free(im->outputs[i].name);
+    free(im->inputs), free(im->outputs);
+    for (int i = 0; i < im->n_meta; i++) free(im->meta_k[i]), free(im->meta_v[i]);
+    free(im->meta_k), free(im->meta_v);
+    for (int i = 0; i < im->n_vals; i++) free(im->vals[i].name), tensor_free(&im->vals[i].t);
+    free(im->vals);
+    for (int i = 0; i < im->n_layers; i++) {
+        lay *L = &im->layers[i];
+        free(L->w), free(L->b);
+        for (int k = 0; k < 4; k++) free(L->bn[k]);
+    }
+}
+
+static const char *meta(const imp *im, const char *key) {
+    for (int i = 0; i < im->n_meta; i++)
+        if (!strcmp(im->meta_k[i], key)) return im->meta_v[i];
+    return NULL;
+}
+
+void ct_onnx_imported_free(ct_onnx_imported *r) {
+    free(r->cfg);
+    free(r->params);
+    for (int i = 0; i < r->n_names; i++) free(r->class_names[i]);
+    free(r->class_names);
+    memset(r, 0, sizeof *r);
+}
+
+int ct_onnx_import(const uint8_t *buf, size_t len, const char *path, ct_onnx_imported *out) {
+    memset(out, 0, sizeof *out);
+    imp *im = ct_xcalloc(1, sizeof *im);
+    im->path = path;
+    int rc = read_model(buf, len, im);
+    /* the model input: the graph input that is not an initializer */
+    const vinfo *in = NULL;
+    for (int i = 0; !rc && i < im->n_inputs; i++) {
+        int init = 0;
+        for (int j = 0; j < im->n_inits && !init; j++) init = im->inputs[i].name && !strcmp(im->init_names[j], im->inputs[i].name);
+        if (init) continue;
+        if (in) rc = ct_fail(CT_EINPUT, "%s: two inputs ('%s' and '%s'); cltrain models take one image tensor", path, in->name, im->inputs[i].name);
+        in = &im->inputs[i];
+    }
+    if (!rc && !in) rc = ct_fail(CT_EINPUT, "%s: the graph has no input", path);
+    if (!rc && (!in->name || in->ndim != 4 || (in->elem && in->elem != T_FLOAT)))
+        rc = ct_fail(CT_EINPUT, "%s: input '%s' is not a float [N, C, H, W] tensor", path, in->name ? in->name : "");
+    for (int k = 1; !rc && k < 4; k++)
+        if (in->dynamic[k] || in->dims[k] < 1 || in->dims[k] > 16384)
+            rc = ct_fail(CT_EINPUT, "%s: input '%s' has a dynamic or out-of-range %s (%s); export with a fixed C, H and W (only the "
+                         "batch may vary)", path, in->name, k == 1 ? "channel count" : k == 2 ? "height" : "width",
+                         in->dynamic[k] ? "dynamic" : "not 1..16384");
+    if (!rc && !im->n_nodes) rc = ct_fail(CT_EINPUT, "%s: the graph has no nodes", path);
+    if (!rc) {
+        for (int i = 0; i < im->n_inits; i++) set_const(im, im->init_names[i], &im->inits[i]);
+        im->last = (act){.layer = -1, .rank = 4, .c = (int)in->dims[1], .h = (int)in->dims[2], .w = (int)in->dims[3], .step = 1};
+        set_act(im, in->name, im->last);
+    }
+    /* cltrain's own export: pixels / 255 (and per-image standardisation) lead the graph; the data set prepares them */
+    int first = 0;
+    const char *prep = meta(im, "cltrain.input"), *ds = meta(im, "cltrain.dataset");
+    if (!rc && prep && im->n_nodes && !strcmp(im->nodes[0].op, "Div")) {
+        int std = strstr(prep, "standardis") != NULL;
+        first = 1;
+        if (std)
+            while (first < im->n_nodes && strncmp(im->nodes[first - 1].out[0], "standardized", 12)) first++;
+        if (first >= im->n_nodes) rc = ct_fail(CT_EINPUT, "%s: says it is cltrain's export, but its input preparation is not", path);
+        else {
+            set_act(im, im->nodes[first - 1].out[0], im->last);
+            snprintf(out->dataset, sizeof out->dataset, "%s", ds ? ds : "");
+            note(im, std ? "the input preparation of cltrain's export (x / 255, per-image standardisation) is the data set's"
+                         : "the input preparation of cltrain's export (x / 255) is the data set's");
+        }
+    }
+    for (int i = first; !rc && i < im->n_nodes; i++) rc = do_node(im, &im->nodes[i], i);
+    /* the output: one graph output, the newest layer's, a dense layer's [N, classes] */
+    const act *res = NULL;
+    for (int i = 0; !rc && i < im->n_outputs; i++) {
+        val *v = im->outputs[i].name ? find(im, im->outputs[i].name) : NULL;
+        if (!v || v->kind != 2) rc = ct_fail(CT_EINPUT, "%s: output '%s' is not computed by the graph", path, im->outputs[i].name ? im->outputs[i].name : "");
+        else if (v->a.layer == -100) continue;
+        else if (res) rc = ct_fail(CT_EINPUT, "%s: two outputs; cltrain models have one (the logits)", path);
+        else res = &v->a;
+    }
+    if (!rc && !res) rc = ct_fail(CT_EINPUT, "%s: no output left but the dropped Softmax", path);
+    if (!rc && (res->layer != im->n_layers - 1 || res->layer < 0 || im->layers[res->layer].type != CT_L_DENSE ||
+                im->layers[res->layer].act))
+        rc = ct_fail(CT_EINPUT, "%s: the output must be the logits of a final Gemm or MatMul (a dense layer without ReLU), as "
+                     "cltrain's softmax cross-entropy reads them", path);
+    if (!rc) rc = emit(im, in, out);
+    const char *cls = meta(im, "cltrain.classes");
+    if (!rc && cls) {
+        int n = 1;
+        for (const char *q = cls; *q; q++) n += *q == '\n';
+        if (n == im->layers[im->n_layers - 1].oc) {
+            out->class_names = ct_xcalloc((size_t)n, sizeof(char *));
+            for (const char *q = cls; out->n_names < n; q = strchr(q, '\n') + 1) {
+                const char *e = strchr(q, '\n');
+                size_t l = e ? (size_t)(e - q) : strlen(q);
+                out->class_names[out->n_names] = ct_xmalloc(l + 1);
+                memcpy(out->class_names[out->n_names], q, l);
+                out->class_names[out->n_names++][l] = 0;
+                if (!e) break;
+            }
+        }
+    }
+    snprintf(out->notes, sizeof out->notes, "%s", im->notes);
+    const char *mn = meta(im, "cltrain.model");
+    snprintf(out->model_name, sizeof out->model_name, "%s", mn ? mn : "");
+    imp_free(im);
+    free(im);
+    if (rc) ct_onnx_imported_free(out);
+    return rc;
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""pytorch_onnx.py: models built in PyTorch, exported to ONNX, for `cltrain import`
+(tests/import.sh). Run with Debian's interpreter (python3-torch, 1.13).
+
+  pytorch_onnx.py export OUT [NAMES...]
+      For each twin of tools/pytorch_common.py (mnist-cnn: a plain CNN,
+      cifar-cnn: a CNN with batch norm, resnet20: residual blocks with
+      option-A shortcuts): weights from seed 1, batch-norm statistics and
+      affine parameters made non-trivial, exported with torch.onnx.export
+      (opset 13, dynamic batch, batch norm kept as nodes) to OUT/NAME.onnx;
+      64 test images as OUT/NAME-img/NN.png and
+      PyTorch's logits for them (ToTensor: pixels / 255) as OUT/NAME.logits
+      (float32, 64 x 10).
+  pytorch_onnx.py compare A.logits B.logits [TOL]
+      max |a - b| / max |b|; exit 1 above TOL (1e-4).
+"""
+import os
+import struct
+import sys
+import zlib
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_common import MODELS  # noqa: E402
+
+
+def images(shape, n, seed):
+    """n smooth random images (uint8, N x C x H x W): noise at 1/4 size, upsampled"""
+    g = torch.Generator().manual_seed(seed)
+    c, h, w = shape
+    small = torch.rand(n, c, max(h // 4, 1), max(w // 4, 1), generator=g)
+    big = torch.nn.functional.interpolate(small, size=(h, w), mode="bilinear", align_corners=False)
+    big = big + 0.15 * torch.rand(n, c, h, w, generator=g)
+    return (big.clamp(0, 1) * 255).round().to(torch.uint8)
+
+
+def write_png(path, img):
+    """img: uint8 C x H x W (C = 1 or 3) as an 8-bit grey or RGB PNG"""
+    c, h, w = img.shape
+    rows = img.permute(1, 2, 0).contiguous().numpy().reshape(h, w * c)
+    raw = b"".join(b"\0" + rows[y].tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0 if c == 1 else 2, 0, 0, 0)) +
+                chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def export(out, names):
+    os.makedirs(out, exist_ok=True)
+    for name in names or MODELS:
+        torch.manual_seed(1)
+        m = MODELS[name]()
+        g = torch.Generator().manual_seed(2)
+        for mod in m.modules():
+            if isinstance(mod, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+                n = mod.num_features
+                mod.running_mean.copy_(0.2 * torch.randn(n, generator=g))
+                mod.running_var.copy_(0.5 + torch.rand(n, generator=g))
+                mod.weight.data.copy_(0.8 + 0.4 * torch.rand(n, generator=g))
+                mod.bias.data.copy_(0.1 * torch.randn(n, generator=g))
+        m.eval()
+        x8 = images(m.shape, 64, 3)
+        x = x8.float() / 255
+        torch.onnx.export(m, x[:2], f"{out}/{name}.onnx", input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}}, opset_version=13,
+                          training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+        with torch.no_grad():
+            logits = m(x)
+        with open(f"{out}/{name}.logits", "wb") as f:
+            f.write(logits.float().contiguous().numpy().tobytes())
+        d = f"{out}/{name}-img"
+        os.makedirs(d, exist_ok=True)
+        for i in range(64):
+            write_png(f"{d}/{i:02d}.png", x8[i])
+        print(name, f"{out}/{name}.onnx")
+
+
+def read_f32(path):
+    data = open(path, "rb").read()
+    return list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+def compare(a, b, tol):
+    x, y = read_f32(a), read_f32(b)
+    if len(x) != len(y) or not x:
+        print(f"{len(x)} and {len(y)} values")
+        return 1
+    scale = max(abs(v) for v in y)
+    err = max(abs(p - q) for p, q in zip(x, y)) / (scale or 1)
+    print(f"max relative difference {err:.2e} over {len(x)} logits (largest |logit| {scale:.3g})")
+    return 0 if err <= tol else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "export":
+        export(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "compare":
+        sys.exit(compare(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) == 5 else 1e-4))
+    else:
+        sys.exit(__doc__)
