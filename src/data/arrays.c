@@ -327,8 +327,7 @@ int ct_arrays_open(ct_arrays *a, const char *spec, double val_split, uint64_t se
     }
     for (int k = 0; k < 2; k++) {
         a->ctx[k] = (ct_arrays_src_ctx){a, k};
-        a->src[k] = (ct_source){.n = a->ds[k].n, .h = a->h, .w = a->w, .c = a->c, .n_classes = a->n_classes,
-                                .ctx = &a->ctx[k], .load = arrays_load};
+        ct_source_init(&a->src[k], a->ds[k].n, a->h, a->w, a->c, a->n_classes, &a->ctx[k], arrays_load);
         a->ds[k] = (ct_dataset){.n = a->ds[k].n, .h = a->h, .w = a->w, .c = a->c, .n_classes = a->n_classes,
                                 .class_names = a->class_names};
     }
