@@ -110,7 +110,7 @@ int ct_cl_list(FILE *out) {
             char dn[256] = "", cver[128] = "";
             cl_device_type t = 0;
             cl_uint cu = 0, mhz = 0;
-            cl_ulong gm = 0, lm = 0;
+            cl_ulong gm = 0, lm = 0, ma = 0;
             clGetDeviceInfo(devs[d], CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof mhz, &mhz, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof dn, dn, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_OPENCL_C_VERSION, sizeof cver, cver, NULL);
@@ -118,14 +118,16 @@ int ct_cl_list(FILE *out) {
             clGetDeviceInfo(devs[d], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gm, &gm, NULL);
             clGetDeviceInfo(devs[d], CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ma, &ma, NULL);
             const char *ts = (t & CL_DEVICE_TYPE_GPU) && (t & CL_DEVICE_TYPE_CPU) ? "GPU+CPU"
                            : (t & CL_DEVICE_TYPE_GPU) ? "GPU" : (t & CL_DEVICE_TYPE_CPU) ? "CPU"
                            : (t & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator" : "other";
             const char *why;
             int cls = device_class(t, forced, &why);
-            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, max clock %u MHz, global memory %.1f GiB, local memory %.0f KiB, %s\n"
+            fprintf(out, "  %u:%u  %-4s %s\n        compute units %u, max clock %u MHz, global memory %.1f GiB, local memory %.0f KiB, largest buffer %.0f MiB, %s\n"
                          "        kernels: class %s (%s)\n",
-                    p, d, ts, dn, cu, mhz, (double)gm / (1 << 30), (double)lm / 1024, cver, ct_cl_class_name(cls), why);
+                    p, d, ts, dn, cu, mhz, (double)gm / (1 << 30), (double)lm / 1024, (double)ma / 1048576, cver,
+                    ct_cl_class_name(cls), why);
         }
         free(devs);
     }
