@@ -1,6 +1,9 @@
 #!/bin/sh
 # Install the Debian packages cltrain needs to build, test and run, if any is
 # missing. Runs apt-get as root (or through sudo); does nothing when all are there.
+# Three OpenCL implementations are installed, so the suite runs with all their
+# ICDs present: PoCL (the CPU device the tests run on), Mesa's rusticl and
+# Clover (mesa-opencl-icd), and the Oclgrind simulator (tests/oclgrind.sh).
 #   tools/setup-deps.sh          what build, test and run need
 #   tools/setup-deps.sh --bench  also what `make bench` compares against: PyTorch
 #                                and an optimised BLAS for it (Debian's PyTorch runs
@@ -9,6 +12,7 @@
 #                                OpenBLAS's SGEMM as the machine's GEMM limit
 set -e
 pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
+mesa-opencl-icd oclgrind
 libclblast-dev libstb-dev libturbojpeg0-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
 libopenmpi-dev openmpi-bin clang libclang-rt-14-dev iproute2
 dataset-fashion-mnist python3 python3-venv python3-numpy

@@ -5,6 +5,7 @@
  * Depends on the ICD loader only (libOpenCL.so.1). Tested through every kernel test (tests/test_*.c). */
 #include "cltrain/cl.h"
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -338,6 +339,50 @@ static void print_build_log(ct_cl *cl, cl_program p, const char *file, const cha
     free(log);
 }
 
+/* ---- CLTRAIN_KERNEL_LOG=FILE: which programs were built and which kernels launched at which
+ * shapes, appended one line each (O_APPEND: processes may share the file). tests/oclgrind.sh
+ * reads it to prove every kernel of every file ran under the simulator. ---- */
+
+static pthread_mutex_t klog_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void klog(const char *line) {
+    const char *path = getenv("CLTRAIN_KERNEL_LOG");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fputs(line, f);
+    fclose(f);
+}
+
+static void klog_program(const ct_cl *cl, cl_program p, const char *file, const char *opts) {
+    if (!getenv("CLTRAIN_KERNEL_LOG")) return;
+    char names[2048] = "", line[4096];
+    clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, sizeof names, names, NULL);
+    snprintf(line, sizeof line, "program %s class %s kernels %s options %s\n", file, ct_cl_class_name(cl->dev_class), names, opts);
+    klog(line);
+}
+
+/* each (kernel, class, dimensions, work-group size) once per process */
+static void klog_launch(const ct_cl *cl, cl_kernel k, int dims, const size_t *g, const size_t *lws) {
+    if (!getenv("CLTRAIN_KERNEL_LOG")) return;
+    enum { SEEN = 1024 };
+    static char seen[SEEN][128];
+    static int n_seen;
+    char name[64] = "", wg[48] = "default", key[128], line[256];
+    clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
+    if (lws) snprintf(wg, sizeof wg, "%zux%zux%zu", lws[0], dims > 1 ? lws[1] : 1, dims > 2 ? lws[2] : 1);
+    snprintf(key, sizeof key, "%s %s %d %s", name, ct_cl_class_name(cl->dev_class), dims, wg);
+    pthread_mutex_lock(&klog_mu);
+    int found = 0;
+    for (int i = 0; i < n_seen && !found; i++) found = !strcmp(seen[i], key);
+    if (!found && n_seen < SEEN) snprintf(seen[n_seen++], sizeof seen[0], "%s", key);
+    pthread_mutex_unlock(&klog_mu);
+    if (found) return;
+    snprintf(line, sizeof line, "launch %s class %s gws %zux%zux%zu lws %s\n", name, ct_cl_class_name(cl->dev_class), g[0],
+             dims > 1 ? g[1] : 1, dims > 2 ? g[2] : 1, wg);
+    klog(line);
+}
+
 int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *options) {
     char *prelude = ct_kernel_source("prelude.cl");
     char *src = ct_kernel_source(file);
@@ -422,6 +467,7 @@ int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *option
     }
     free(prelude);
     free(src);
+    klog_program(cl, p, file, opts);
     *out = p;
     return 0;
 }
@@ -474,6 +520,7 @@ void ct_cl_run(ct_cl *cl, cl_kernel k, const char *name, int dims, const size_t 
         g[i] = lws ? ct_round_up(gws[i], lws[i]) : gws[i];
         if (g[i] == 0) return;
     }
+    klog_launch(cl, k, dims, g, lws);
     cl_event ev = NULL;
     cl_int e = clEnqueueNDRangeKernel(cl->queue, k, (cl_uint)dims, NULL, g, lws, 0, NULL, cl->profile ? &ev : NULL);
     if (e != CL_SUCCESS) {
