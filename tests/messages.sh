@@ -102,4 +102,48 @@ else
   notok "short runs" "no Fashion-MNIST at $fm (dataset-fashion-mnist)"
 fi
 
+# --- a failed download leaves no folder behind ---
+mkdir -p "$tmp/dl"
+(cd "$tmp/dl" && CLTRAIN_MNIST_MIRROR=http://127.0.0.1:9/ "$bin" mnist >/dev/null 2>&1); rc=$?
+if [[ $rc -eq 2 && -z $(ls -A "$tmp/dl") ]]; then ok "a failed download removes the folders it created"
+else notok "a failed download removes the folders it created" "exit $rc, left: $(ls -R "$tmp/dl" | head -3)"; fi
+
+# --- predict and eval: class names, data paths, advice that fits the command ---
+if [[ -f $fm/train-images-idx3-ubyte.gz && -x $build/tools/make-font-dataset ]]; then
+  mkdir -p "$tmp/fmcopy" "$tmp/run" "$tmp/elsewhere"
+  cp "$fm"/*.gz "$tmp/fmcopy/"
+  "$bin" fashion-mnist --data "$tmp/fmcopy" --model mlp --steps 3 --limit-test 20 --quiet --checkpoint "$tmp/fm.ckpt" >/dev/null 2>&1
+  rm -rf "$tmp/fmcopy"
+  img=$(find "$tmp/fonts" -name '*.png' | head -1)
+  out=$("$bin" predict "$tmp/fm.ckpt" "$img" --top 3 2>&1); rc=$?
+  if [[ $rc -eq 0 ]] && grep -qE "(T-shirt/top|Trouser|Pullover|Dress|Coat|Sandal|Shirt|Sneaker|Bag|Ankle boot) [0-9.]+%" <<<"$out" &&
+     ! grep -q "class [0-9]" <<<"$out"; then ok "predict names the classes from the checkpoint (data set gone)"
+  else notok "predict names the classes from the checkpoint (data set gone)" "exit $rc" "$out"; fi
+  # a set trained from a relative folder evaluates from any folder
+  "$build/tools/make-font-dataset" --chars 20 --size 16 "$tmp/run/glyphs" >/dev/null 2>&1
+  (cd "$tmp/run" && "$bin" images glyphs --size 16 --model mlp --steps 2 --quiet --checkpoint g.ckpt >/dev/null 2>&1)
+  out=$(cd "$tmp/elsewhere" && "$bin" eval "$tmp/run/g.ckpt" 2>&1); rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "^test: " <<<"$out"; then ok "eval from another folder finds a relative data set"
+  else notok "eval from another folder finds a relative data set" "exit $rc" "$out"; fi
+  mv "$tmp/run" "$tmp/moved"
+  expect_fail "eval of a moved data set suggests --data" 2 "glyphs: no such folder.*give --data" -- "$bin" eval "$tmp/moved/g.ckpt"
+  # the shapes differ: advice eval can follow (it has no --model)
+  mkdir -p "$tmp/idx32"
+  idx() { { printf '\x00\x00\x08\x03'; printf "%08x%08x%08x" 4 32 32 | xxd -r -p; head -c 4096 /dev/zero; } >"$1"; }
+  lab() { { printf '\x00\x00\x08\x01'; printf "%08x" 4 | xxd -r -p; printf '\x00\x01\x02\x03'; } >"$1"; }
+  idx "$tmp/idx32/t10k-images-idx3-ubyte"; lab "$tmp/idx32/t10k-labels-idx1-ubyte"
+  idx "$tmp/idx32/train-images-idx3-ubyte"; lab "$tmp/idx32/train-labels-idx1-ubyte"
+  expect_fail "eval of other-shaped data: advice without --model" 2 "expects 28x28x1 input.*32x32x1.*give --data the data set" -- "$bin" eval "$tmp/fm.ckpt" --data "$tmp/idx32"
+  grep -q "another --model" "$tmp/err" && notok "eval never suggests --model" || ok "eval never suggests --model"
+  # --tta flip where training never flips: a warning
+  "$bin" fashion-mnist --model mlp --steps 2 --limit-test 20 --tta flip --quiet >/dev/null 2>"$tmp/tta.err"
+  if grep -q "warning: --tta flip.*does not flip" "$tmp/tta.err"; then ok "training with --tta flip on fashion-mnist warns"
+  else notok "training with --tta flip on fashion-mnist warns" "$(cat "$tmp/tta.err")"; fi
+  "$bin" eval "$tmp/fm.ckpt" --data "$fm" --limit-test 20 --tta flip >/dev/null 2>"$tmp/tta.err"
+  if grep -q "warning: --tta flip.*fashion-mnist training never flips" "$tmp/tta.err"; then ok "eval --tta flip of a fashion-mnist checkpoint warns"
+  else notok "eval --tta flip of a fashion-mnist checkpoint warns" "$(cat "$tmp/tta.err")"; fi
+else
+  notok "predict and eval messages" "needs Fashion-MNIST at $fm and build/tools/make-font-dataset"
+fi
+
 echo "1..$n"

@@ -79,7 +79,7 @@ static void test_builtin_mnist_cnn(void **state) {
     for (char *p = text; *p; p++) lines += *p == '\n';
     assert_int_equal(lines, 1 + 5);
     free(text);
-    assert_int_equal(ct_model_check_input(&m, 28, 28, 1, 10, "mnist"), 0);
+    assert_int_equal(ct_model_check_input(&m, 28, 28, 1, 10, "mnist", "pick another --model"), 0);
     ct_model_free(&m);
 }
 
@@ -98,11 +98,11 @@ static void test_check_input(void **state) {
     (void)state;
     ct_model m;
     assert_int_equal(ct_model_load(&m, "mnist-cnn"), 0);
-    assert_int_equal(ct_model_check_input(&m, 32, 32, 3, 10, "cifar"), CT_EINPUT);
+    assert_int_equal(ct_model_check_input(&m, 32, 32, 3, 10, "cifar", "pick another --model"), CT_EINPUT);
     fprintf(stderr, "# %s\n", ct_last_error());
     assert_non_null(strstr(ct_last_error(), "mnist-cnn"));
     assert_non_null(strstr(ct_last_error(), "cifar"));
-    assert_int_equal(ct_model_check_input(&m, 28, 28, 1, 26, "emnist"), CT_EINPUT);
+    assert_int_equal(ct_model_check_input(&m, 28, 28, 1, 26, "emnist", "pick another --model"), CT_EINPUT);
     fprintf(stderr, "# %s\n", ct_last_error());
     assert_non_null(strstr(ct_last_error(), "26"));
     ct_model_free(&m);

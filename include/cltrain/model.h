@@ -139,8 +139,8 @@ const char *ct_model_builtins(void);
  * and classes and the last [dense] section's outputs are set to these, and
  * m->cfg holds the rewritten text (so checkpoints load without the data). */
 int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int classes);
-/* Check the data shape fits the model's input. */
-int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name);
+/* Check the data shape fits the model's input: CT_EINPUT naming both shapes (or class counts), then advice. */
+int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name, const char *advice);
 /* Allocate every device buffer for batch size `batch` (nothing is allocated later). */
 int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode);
 /* He-normal weights, zero biases, from seed; zero gradients, step 0. */

@@ -64,6 +64,9 @@ void cli_predict_help(FILE *f);
 void cli_export_help(FILE *f);
 int cmd_import(int argc, char **argv);
 void cli_import_help(FILE *f);
+/* A checkpoint without class names (written before built-in sets stored them):
+ * its data set reopened, when still where it was, for d->test->class_names. */
+void cli_dataset_names(const ct_ckpt *ck, ct_data *d);
 
 /* bench and tune: --model (fitted to --size/--channels) on o->device, set up for
  * o->batch with weights from o->seed and one batch of random bytes loaded. */

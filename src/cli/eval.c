@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "cltrain/checkpoint.h"
 #include <string.h>
+#include <unistd.h>
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STBIW_ASSERT(x) CT_ASSERT(x)
 #pragma GCC diagnostic push
@@ -39,6 +40,37 @@ static int write_confusion_png(const ct_eval_result *r, const char *path) {
     return ok ? 0 : ct_fail(CT_EIO, "%s: cannot write the confusion matrix image", path);
 }
 
+/* The data set's path: --data, or the one the checkpoint recorded. A relative
+ * one (checkpoints before paths were stored absolute) is tried from here,
+ * then from the checkpoint's folder; neither: CT_EINPUT suggesting --data. */
+static int data_path(const char *ckpt, const ct_ckpt *ck, const ct_dataset_def *set, const char *given, char *buf,
+                     size_t size, const char **out) {
+    const char *rec = ck->data.path;
+    *out = given ? given : rec;
+    if (given || !rec[0] || rec[0] == '/' || set->from_files == CT_FILES_ARRAYS || access(rec, F_OK) == 0) return 0;
+    const char *slash = strrchr(ckpt, '/');
+    if (slash) {
+        snprintf(buf, size, "%.*s/%s", (int)(slash - ckpt), ckpt, rec);
+        if (access(buf, F_OK) == 0) {
+            *out = buf;
+            return 0;
+        }
+    }
+    return ct_fail(CT_EINPUT, "%s: its %s data set was at %s, relative to where training ran: not found from here%s; "
+                   "give --data DIR", ckpt, ck->data.kind, rec, slash ? " or beside the checkpoint" : "");
+}
+
+/* --tta flip on a set whose training never flips: the mirror is an image it never saw */
+static void tta_warning(const ct_dataset_def *set, int tta) {
+    if (tta != CT_TTA_FLIP) return;
+    if (!(set->takes & CT_DS_AUGMENT))
+        fprintf(stderr, "cltrain: warning: --tta flip averages each image with its mirror, but %s training never flips "
+                        "(it is not augmented): accuracy can drop; use --tta none\n", set->name);
+    else if (!set->standardize)
+        fprintf(stderr, "cltrain: warning: --tta flip: %s training flips only with --augment basic or full (the default "
+                        "does not); if it did not, accuracy can drop\n", set->name);
+}
+
 int cmd_eval(int argc, char **argv) {
     /* the checkpoint is the first non-option argument */
     if (argc < 2 || argv[1][0] == '-') {
@@ -60,7 +92,13 @@ int cmd_eval(int argc, char **argv) {
         ct_ckpt_free(&ck);
         return cli_fail(CT_EINPUT);
     }
-    const char *data = c.data.path ? c.data.path : ck.data.path;
+    char buf[4400];
+    const char *data;
+    if ((rc = data_path(path, &ck, set, c.data.path, buf, sizeof buf, &data))) {
+        ct_ckpt_free(&ck);
+        return cli_fail(rc);
+    }
+    tta_warning(set, o->tta);
     ct_model m;
     ct_cl cl;
     ct_data d;
@@ -70,9 +108,15 @@ int cmd_eval(int argc, char **argv) {
     /* the model first: image sets are decoded at its input size */
     rc = ct_model_parse(&m, ck.cfg, ck.model_name);
     if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
-    if (!rc) rc = ct_data_reopen(&d, set, &ck.data, data, ck.seed, m.in_h, m.in_c);
+    if (!rc && (rc = ct_data_reopen(&d, set, &ck.data, data, ck.seed, m.in_h, m.in_c)) && !c.data.path && rc == CT_EINPUT &&
+        access(data, F_OK) != 0) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        rc = ct_fail(rc, "%s (where %s was trained from; give --data DIR if the set has moved)", why, path);
+    }
     const ct_dataset *test = d.test;
-    if (!rc) rc = ct_model_check_input(&m, test->h, test->w, test->c, test->n_classes, data);
+    if (!rc) rc = ct_model_check_input(&m, test->h, test->w, test->c, test->n_classes, data,
+                                       "give --data the data set the checkpoint was trained on");
     if (!rc) rc = ct_cl_open(&cl, o->device);
     m.conv_algo = o->conv;
     if (!rc) rc = ct_model_setup(&m, &cl, o->batch, o->gemm);

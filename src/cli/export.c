@@ -20,9 +20,9 @@ static int ckpt_crc(const char *path, uint32_t *crc) {
     return 0;
 }
 
-/* Built-in data sets name their classes themselves (the checkpoint holds no
- * names): their test split, when still at data_dir, gives them. */
-static void dataset_names(const ct_ckpt *ck, ct_data *d) {
+/* Checkpoints of built-in data sets written before they held class names:
+ * the set's test split, when still at data_dir, gives them. */
+void cli_dataset_names(const ct_ckpt *ck, ct_data *d) {
     memset(d, 0, sizeof *d);
     const ct_dataset_def *set = ct_dataset_find_kind(ck->data.kind);
     if (set && set->names_classes) ct_data_reopen(d, set, &ck->data, ck->data.path, ck->seed, 0, 0);
@@ -71,7 +71,7 @@ int cmd_export(int argc, char **argv) {
     ct_data names;
     memset(&names, 0, sizeof names);
     if (!rc && !ck.n_names) {
-        dataset_names(&ck, &names);
+        cli_dataset_names(&ck, &names);
         const ct_dataset *t = names.test;
         if (t && t->class_names && t->n_classes == m.n_classes) {
             meta.class_names = (const char *const *)t->class_names;

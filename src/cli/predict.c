@@ -57,8 +57,8 @@ static int parse_predict(int argc, char **argv, predict_opts *p) {
     return rc;
 }
 
-/* "IMG: NAME P%, ..." for the K largest of the C logits z, in order */
-static void print_top(const char *img, const float *z, int C, int K, const ct_ckpt *ck) {
+/* "IMG: NAME P%, ..." for the K largest of the C logits z, in order (names NULL: "class N") */
+static void print_top(const char *img, const float *z, int C, int K, char **names) {
     float mx = z[0];
     for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
     double sum = 0;
@@ -71,7 +71,7 @@ static void print_top(const char *img, const float *z, int C, int K, const ct_ck
             if (!shown[c] && (best < 0 || z[c] > z[best])) best = c;
         shown[best] = 1;
         double p = exp((double)z[best] - mx) / sum;
-        if (ck->n_names == C) printf("%s %s %.1f%%", k ? "," : "", ck->class_names[best], 100 * p);
+        if (names) printf("%s %s %.1f%%", k ? "," : "", names[best], 100 * p);
         else printf("%s class %d %.1f%%", k ? "," : "", best, 100 * p);
     }
     free(shown);
@@ -91,7 +91,9 @@ int cmd_predict(int argc, char **argv) {
     if ((rc = ct_ckpt_load(&ck, path))) return cli_fail(rc);
     ct_model m;
     ct_cl cl;
+    ct_data named;
     memset(&cl, 0, sizeof cl);
+    memset(&named, 0, sizeof named);
     rc = ct_model_parse(&m, ck.cfg, ck.model_name);
     if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
     if (!rc && m.in_h != m.in_w) rc = ct_fail(CT_EINPUT, "%s: predict needs a model with square input, not %dx%d", path, m.in_h, m.in_w);
@@ -116,6 +118,14 @@ int cmd_predict(int argc, char **argv) {
         float *x = ct_xmalloc(sz * B * sizeof(float)), *logits = ct_xmalloc(sizeof(float) * (size_t)B * m.n_classes);
         const char **who = ct_xcalloc((size_t)B, sizeof *who);
         int C = m.n_classes, K = top < C ? top : C;
+        /* the names the checkpoint holds, or (older checkpoints of built-in sets) the data set's */
+        char **names = ck.n_names == C ? ck.class_names : NULL;
+        if (!names) {
+            cli_dataset_names(&ck, &named);
+            if (named.test && named.test->class_names && named.test->n_classes == C) names = named.test->class_names;
+            else fprintf(stderr, "cltrain: %s holds no class names and its data set is not at %s: classes are shown by index\n",
+                         path, ck.data.path[0] ? ck.data.path : "(none)");
+        }
         for (int i = 0; i < n_img;) {
             int b = 0;
             for (; i < n_img && b < B; i++) {
@@ -134,13 +144,14 @@ int cmd_predict(int argc, char **argv) {
             ct_model_forward(&m, b);
             ct_cl_read(&cl, m.layers[m.n_layers - 1].out, 0, sizeof(float) * (size_t)b * C, logits);
             if (flog) fwrite(logits, sizeof(float), (size_t)b * C, flog);
-            for (int j = 0; j < b; j++) print_top(who[j], logits + (size_t)j * C, C, K, &ck);
+            for (int j = 0; j < b; j++) print_top(who[j], logits + (size_t)j * C, C, K, names);
         }
         free(u8); free(x); free(logits); free(who);
         if (bad) rc = ct_fail(CT_EINPUT, "%d of %d images could not be read (named above)", bad, n_img);
     }
     if (flog && fclose(flog) && !rc) rc = ct_fail(CT_EIO, "--logits %s: write failed", logits_path);
     if (fpix && fclose(fpix) && !rc) rc = ct_fail(CT_EIO, "--pixels %s: write failed", pixels_path);
+    ct_data_close(&named);
     ct_model_free(&m);
     if (cl.ctx) ct_cl_close(&cl);
     ct_ckpt_free(&ck);

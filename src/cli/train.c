@@ -6,6 +6,7 @@
  * and tests/checkpoint.sh. */
 #include "cli.h"
 #include "cltrain/dist.h"
+#include <stdlib.h>
 #include <string.h>
 
 /* images DIR|FILE.tfrecord... [options]: the TFRecord options and files out
@@ -55,6 +56,13 @@ static int parse_arrays(int argc, char **argv, cli_opts *c) {
     return 0;
 }
 
+/* whether training mirrors images (augmentation basic or full) */
+static int flips(const ct_data *d) {
+    if (!(d->def->takes & CT_DS_AUGMENT)) return 0;
+    const ct_augment *a = d->def->from_files ? &d->aug : &d->cctx[0].aug;
+    return a->level >= CT_AUG_BASIC;
+}
+
 int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     cli_opts c;
     cli_opts_defaults(&c);
@@ -78,9 +86,15 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     if (!o->quiet && ct_world.rank == 0) set->describe(&d, stdout); /* under mpirun, rank 0 alone prints */
     /* recorded in checkpoints for `cltrain eval` */
     o->dataset = set->kind;
-    o->data_dir = d.path;
+    /* absolute, so that eval finds the set from any folder (arrays record a spec of files and keys) */
+    char *abs = set->from_files != CT_FILES_ARRAYS ? realpath(d.path, NULL) : NULL;
+    o->data_dir = abs && strlen(abs) < sizeof ((ct_ckpt_data *)0)->path ? abs : d.path;
+    if (o->tta == CT_TTA_FLIP && ct_world.rank == 0 && !flips(&d))
+        fprintf(stderr, "cltrain: warning: --tta flip averages each test image with its mirror, but this training does not "
+                        "flip (%s): accuracy can drop; use --augment basic or full, or --tta none\n",
+                set->takes & CT_DS_AUGMENT ? "--augment none or shift" : "the set is not augmented");
     o->data_split = d.split;
-    o->class_names = d.class_names;
+    o->class_names = d.class_names ? d.class_names : d.train->class_names; /* predict and export name the classes */
     o->train_src = d.src[0];
     o->eval_src = d.src[1];
     ct_train_result res;
@@ -88,5 +102,6 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     if (ct_world.rank == 0 && set->report) set->report(&d, stdout); /* a result: --quiet keeps it */
     ct_data_close(&d);
     ct_tfr_files_free(&tf);
+    free(abs);
     return train_exit(rc, &res);
 }

@@ -160,6 +160,27 @@ out:
     return rc;
 }
 
+/* The folders of dir (itself and its parents) that do not exist yet, deepest
+ * last, so that a failed download removes exactly what it created. */
+typedef struct made_dirs { char path[8][4096]; int n; } made_dirs;
+static void missing_dirs(const char *dir, made_dirs *md) {
+    md->n = 0;
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    size_t len = strlen(p);
+    for (size_t i = 1; i <= len; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        char c = p[i];
+        p[i] = '\0';
+        struct stat st;
+        if (stat(p, &st) != 0 && md->n < 8) snprintf(md->path[md->n++], sizeof md->path[0], "%s", p);
+        p[i] = c;
+    }
+}
+static void remove_made(const made_dirs *md) {
+    for (int i = md->n - 1; i >= 0; i--) rmdir(md->path[i]); /* only empty ones go: rmdir refuses the others */
+}
+
 int ct_download(const char *const *urls, int n_urls, const char *dest, const char *md5_hex) {
     if (!urls || n_urls <= 0 || !dest || !dest[0])
         return ct_fail(CT_EINPUT, "ct_download: no URL or no destination given");
@@ -184,16 +205,26 @@ int ct_download(const char *const *urls, int n_urls, const char *dest, const cha
     else if (slash == dest) snprintf(dir, sizeof dir, "/");
     else if ((size_t)(slash - dest) >= sizeof dir) return ct_fail(CT_EIO, "%s: path too long", dest);
     else { memcpy(dir, dest, (size_t)(slash - dest)); dir[slash - dest] = '\0'; }
-    if (ct_mkdir_p(dir) != 0)
-        return ct_fail(CT_EIO, "%s: cannot create folder (%s); create it or choose another folder", dir, strerror(errno));
+    made_dirs *md = ct_xmalloc(sizeof *md);
+    missing_dirs(dir, md);
+    if (ct_mkdir_p(dir) != 0) {
+        int e = errno;
+        remove_made(md);
+        free(md);
+        return ct_fail(CT_EIO, "%s: cannot create folder (%s); create it or choose another folder", dir, strerror(e));
+    }
 
     char msg[768] = "";
+    int rc = CT_ENET;
     for (int i = 0; i < n_urls; i++) {
-        int rc = fetch_one(urls[i], dest, dir, md5_hex ? md5 : NULL, msg, sizeof msg);
-        if (rc == 0) return 0;
+        rc = fetch_one(urls[i], dest, dir, md5_hex ? md5 : NULL, msg, sizeof msg);
+        if (rc == 0 || rc == CT_EIO) break;
         CT_DEBUG(1, "download failed: %s", msg);
-        if (rc == CT_EIO) return ct_fail(CT_EIO, "%s", msg);
     }
+    if (rc) remove_made(md); /* a failed attempt leaves no empty datasets/NAME behind */
+    free(md);
+    if (rc == 0) return 0;
+    if (rc == CT_EIO) return ct_fail(CT_EIO, "%s", msg);
     if (n_urls > 1) return ct_fail(CT_ENET, "all %d mirrors failed, last: %s", n_urls, msg);
     return ct_fail(CT_ENET, "%s", msg);
 }

@@ -10,6 +10,7 @@
 #include "cltrain/datasets.h"
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void ct_data_opts_defaults(ct_data_opts *o) {
     memset(o, 0, sizeof *o);
@@ -128,6 +129,11 @@ static int images_open(ct_data *d, const ct_data_opts *o) {
 /* the held-out split of the folder (same seed and share as training), or the test shards */
 static int images_reopen(ct_data *d, const ct_ckpt_data *rec, const char *path, uint64_t seed, int h, int c) {
     ct_imageset *s = &d->img;
+    struct stat st;
+    if (!stat(path, &st) && S_ISREG(st.st_mode))
+        return ct_fail(CT_EINPUT, "%s: trained from TFRecord files, which eval cannot reopen: the checkpoint records only "
+                       "this first file, not the test files, feature keys or split; `cltrain pack` them into shards and "
+                       "train from those to evaluate with eval", path);
     int rc = ct_imageset_open(s, path, h, c, rec->split, seed, 0, 0);
     if (!rc && !s->ds[1].n)
         rc = ct_fail(CT_EINPUT, "%s: no test images (no test shards, or no held-out split); nothing to evaluate", path);

@@ -331,12 +331,12 @@ int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int
     return rc;
 }
 
-int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name) {
+int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name, const char *advice) {
     if (h != m->in_h || w != m->in_w || c != m->in_c)
-        return ct_fail(CT_EINPUT, "model %s expects %dx%dx%d input but %s has %dx%dx%d images; pick another --model",
-                       m->name, m->in_h, m->in_w, m->in_c, data_name, h, w, c);
+        return ct_fail(CT_EINPUT, "model %s expects %dx%dx%d input but %s has %dx%dx%d images; %s",
+                       m->name, m->in_h, m->in_w, m->in_c, data_name, h, w, c, advice);
     if (n_classes != m->n_classes)
-        return ct_fail(CT_EINPUT, "model %s has %d classes but %s has %d; pick another --model", m->name, m->n_classes, data_name, n_classes);
+        return ct_fail(CT_EINPUT, "model %s has %d classes but %s has %d; %s", m->name, m->n_classes, data_name, n_classes, advice);
     return 0;
 }
 

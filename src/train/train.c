@@ -83,7 +83,7 @@ static int setup(ct_loop *loop) {
     ct_train_opts *o = &loop->o;
     ct_model *m = &loop->m;
     const ct_dataset *t = loop->train;
-    int rc = ct_model_check_input(m, t->h, t->w, t->c, t->n_classes, "the training set");
+    int rc = ct_model_check_input(m, t->h, t->w, t->c, t->n_classes, "the training set", "pick another --model");
     if (!rc) rc = ct_cl_open_rank(&loop->cl, o->device, ct_world.rank, ct_world.local_rank);
     m->conv_algo = o->conv;
     if (!rc) rc = ct_model_setup(m, &loop->cl, o->batch, o->gemm);
