@@ -27,7 +27,7 @@ expect_fail() {
 }
 
 # --- every command answers --help ---
-for c in devices mnist fashion-mnist cifar10 cifar100 images arrays pack eval predict export bench tune; do
+for c in devices mnist fashion-mnist cifar10 cifar100 images arrays pack eval predict export import bench tune; do
   out=$("$bin" $c --help 2>&1); rc=$?
   if [[ $rc -eq 0 && $out == Usage:\ cltrain\ $c* ]]; then ok "$c --help"; else notok "$c --help" "exit $rc" "$(echo "$out" | head -2)"; fi
 done
@@ -51,7 +51,7 @@ done
 for o in adam adamw sgd nesterov; do
   if grep -qE " $o: " <<<"$help"; then ok "--help describes optimizer $o"; else notok "--help describes optimizer $o"; fi
 done
-for c in mnist fashion-mnist cifar10 cifar100 images arrays devices pack eval predict export bench tune; do
+for c in mnist fashion-mnist cifar10 cifar100 images arrays devices pack eval predict export import bench tune; do
   grep -qE "^  $c( |$)" <<<"$help" || notok "--help lists command $c"
 done
 ok "--help lists every command"
