@@ -43,7 +43,19 @@ inline void st(const float v, __global float *x, const int i, const int n) { (vo
 inline int decays(__global const uchar *mask, const int i, const int n) { (void)n; return mask[i] != 0; }
 #endif
 
-/* bc1 = 1 - b1^t, bc2 = 1 - b2^t: computed on the host in double */
+/* Adam's moment update, shared by adam_step and adamw_step: m = b1*m + (1-b1)*g
+ * and v = b2*v + (1-b2)*g^2, stored; returns mhat/(sqrt(vhat)+eps) with the
+ * bias corrections bc1 = 1 - b1^t, bc2 = 1 - b2^t (computed on the host in double). */
+inline floatv adam_moments(__global float *m, __global float *v, const floatv gi, const int i, const int n, const float b1,
+                           const float b2, const float eps, const float bc1, const float bc2) {
+    const floatv mi = b1 * ld(m, i, n) + (1.0f - b1) * gi;
+    const floatv vi = b2 * ld(v, i, n) + (1.0f - b2) * gi * gi;
+    st(mi, m, i, n);
+    st(vi, v, i, n);
+    const floatv mhat = mi / bc1, vhat = vi / bc2;
+    return mhat / (sqrt(vhat) + eps);
+}
+
 /* skip[0] != 0 (set by `nonfinite` over the gradients earlier in the queue):
  * a NaN or Inf gradient leaves parameters and moments untouched. */
 __kernel void adam_step(__global float *p, __global float *m, __global float *v, __global const float *g,
@@ -51,13 +63,8 @@ __kernel void adam_step(__global float *p, __global float *m, __global float *v,
                         const float b2, const float eps, const float wd, const float bc1, const float bc2) {
     const int i = (int)get_global_id(0) * OPT_VW;
     if (i >= n || skip[0]) return;
-    const floatv gi = ld(g, i, n);
-    const floatv mi = b1 * ld(m, i, n) + (1.0f - b1) * gi;
-    const floatv vi = b2 * ld(v, i, n) + (1.0f - b2) * gi * gi;
-    st(mi, m, i, n);
-    st(vi, v, i, n);
-    const floatv mhat = mi / bc1, vhat = vi / bc2, pi = ld(p, i, n);
-    floatv upd = mhat / (sqrt(vhat) + eps);
+    floatv upd = adam_moments(m, v, ld(g, i, n), i, n, b1, b2, eps, bc1, bc2);
+    const floatv pi = ld(p, i, n);
     upd = select(upd, upd + wd * pi, decays(decay_mask, i, n));
     st(pi - lr * upd, p, i, n);
 }
@@ -85,14 +92,9 @@ __kernel void adamw_step(__global float *p, __global float *m, __global float *v
                          const float b2, const float eps, const float wdt, const float bc1, const float bc2) {
     const int i = (int)get_global_id(0) * OPT_VW;
     if (i >= n || skip[0]) return;
-    const floatv gi = ld(g, i, n);
-    const floatv mi = b1 * ld(m, i, n) + (1.0f - b1) * gi;
-    const floatv vi = b2 * ld(v, i, n) + (1.0f - b2) * gi * gi;
-    st(mi, m, i, n);
-    st(vi, v, i, n);
-    const floatv mhat = mi / bc1, vhat = vi / bc2;
+    const floatv upd = adam_moments(m, v, ld(g, i, n), i, n, b1, b2, eps, bc1, bc2);
     const floatv pi = ld(p, i, n);
-    const floatv np = pi - lr * (mhat / (sqrt(vhat) + eps));
+    const floatv np = pi - lr * upd;
     st(select(np, np - wdt * pi, decays(decay_mask, i, n)), p, i, n);
 }
 
