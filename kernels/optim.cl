@@ -69,17 +69,28 @@ __kernel void adam_step(__global float *p, __global float *m, __global float *v,
     st(pi - lr * upd, p, i, n);
 }
 
+/* SGD's gradient with weight decay, g + wd*p where the mask says (PyTorch's
+ * form), and its momentum buffer buf = momentum*buf + g', stored and returned:
+ * shared by sgd_step and nesterov_step. */
+inline floatv decayed_grad(__global const float *g, __global const uchar *decay_mask, const floatv pi, const int i,
+                           const int n, const float wd) {
+    const floatv g0 = ld(g, i, n);
+    return select(g0, g0 + wd * pi, decays(decay_mask, i, n));
+}
+inline floatv momentum_update(__global float *buf, const floatv gi, const int i, const int n, const float momentum) {
+    const floatv b = momentum * ld(buf, i, n) + gi;
+    st(b, buf, i, n);
+    return b;
+}
+
 /* PyTorch's SGD with momentum: buf = momentum*buf + (g + wd*p); p -= lr*buf */
 __kernel void sgd_step(__global float *p, __global float *buf, __global const float *g,
                        __global const uchar *decay_mask, __global const int *skip, const int n, const float lr, const float momentum,
                        const float wd) {
     const int i = (int)get_global_id(0) * OPT_VW;
     if (i >= n || skip[0]) return;
-    const floatv pi = ld(p, i, n), g0 = ld(g, i, n);
-    const floatv gi = select(g0, g0 + wd * pi, decays(decay_mask, i, n));
-    const floatv b = momentum * ld(buf, i, n) + gi;
-    st(b, buf, i, n);
-    st(pi - lr * b, p, i, n);
+    const floatv pi = ld(p, i, n), gi = decayed_grad(g, decay_mask, pi, i, n, wd);
+    st(pi - lr * momentum_update(buf, gi, i, n, momentum), p, i, n);
 }
 
 /* AdamW with the decay decoupled from the learning rate as in Loshchilov and
@@ -105,9 +116,7 @@ __kernel void nesterov_step(__global float *p, __global float *buf, __global con
                             const float momentum, const float wd) {
     const int i = (int)get_global_id(0) * OPT_VW;
     if (i >= n || skip[0]) return;
-    const floatv pi = ld(p, i, n), g0 = ld(g, i, n);
-    const floatv gi = select(g0, g0 + wd * pi, decays(decay_mask, i, n));
-    const floatv b = momentum * ld(buf, i, n) + gi;
-    st(b, buf, i, n);
+    const floatv pi = ld(p, i, n), gi = decayed_grad(g, decay_mask, pi, i, n, wd);
+    const floatv b = momentum_update(buf, gi, i, n, momentum);
     st(pi - lr * (gi + momentum * b), p, i, n);
 }
