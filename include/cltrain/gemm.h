@@ -143,7 +143,7 @@ const ct_conv_choice *ct_conv_find(const ct_gemm *g, const ct_conv_choice *key);
 /* Record (or replace) a conv shape's choice; CT_EINPUT when the table is full or the tile is not 0, 1, 2 or 4. */
 int ct_conv_choose(ct_gemm *g, const ct_conv_choice *c);
 
-/* ---- tuning database (src/nn/tune.c) ----
+/* ---- tuning database (src/nn/gemm_db.c; the search ct_gemm_tune: src/nn/tune.c) ----
  * A text file in the cache directory, one per device (name and platform),
  * headed by the device, driver, device and platform versions and the hash of
  * the GEMM, im2col and Winograd kernel sources, then one `shape` line per
