@@ -100,6 +100,56 @@ if [[ $rc -eq 2 && $err == *"holds model mlp"* ]]; then ok "resume with another 
 err=$("${train[@]}" --epochs 2 --resume "$tmp/straight.ckpt" 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *"already trained"* ]]; then ok "resume with nothing left to do says so"; else notok "resume: nothing left" "exit $rc: $err"; fi
 
+# --- resume checks the data set, and every option the checkpoint fixes ---
+# refused: exit 2, one line matching PATTERN
+refused() { # NAME PATTERN ARGS...
+  local name=$1 pat=$2; shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null); rc=$?
+  if [[ $rc -eq 2 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err =~ $pat ]]; then ok "$name"; else notok "$name" "exit $rc: $err"; fi
+}
+fm=/usr/share/datasets/fashion-mnist
+mkdir -p "$tmp/imgs" "$tmp/fm-elsewhere"
+for c in 0 1 2 3 4 5 6 7 8 9; do
+  mkdir -p "$tmp/imgs/c$c"
+  for i in 1 2 3 4; do cp "$here/tests/fuzz/corpus/image/rgb.bmp" "$tmp/imgs/c$c/$i.bmp"; done
+done
+for f in "$fm"/*; do ln -s "$f" "$tmp/fm-elsewhere/"; done
+refused "resume a Fashion-MNIST checkpoint on an image folder: refused, naming both" \
+  "straight.ckpt: trained on fashion-mnist \($fm\), this run reads images \($tmp/imgs\)" \
+  "$bin" images "$tmp/imgs" --size 28 --channels 1 --resume "$tmp/straight.ckpt" --epochs 4 --quiet
+refused "resume on the same kind of data in another folder: refused, naming both" \
+  "trained on fashion-mnist at $fm, this run reads $tmp/fm-elsewhere" \
+  "${train[@]}" --epochs 3 --resume "$tmp/straight.ckpt" --data "$tmp/fm-elsewhere"
+refused "resume with another --batch-size: refused, it comes from the checkpoint" \
+  "--batch-size 32: .*straight.ckpt was trained with --batch-size 64, and a resumed run keeps it" \
+  "$bin" fashion-mnist --model mlp --limit-train 640 --limit-test 500 --batch-size 32 --quiet --epochs 3 --resume "$tmp/straight.ckpt"
+refused "resume with another --limit-train: refused, it comes from the checkpoint" \
+  "--limit-train 320: .*trained with 640 samples per epoch, and a resumed run keeps it" \
+  "${train[@]}" --limit-train 320 --epochs 3 --resume "$tmp/straight.ckpt"
+refused "resume with another --seed: refused" "--seed 9: .*trained with --seed 1" \
+  "${train[@]}" --seed 9 --epochs 3 --resume "$tmp/straight.ckpt"
+refused "resume with another --optimizer: refused" "--optimizer sgd: .*trained with --optimizer adam" \
+  "${train[@]}" --optimizer sgd --epochs 3 --resume "$tmp/straight.ckpt"
+out=$("${train[@]}" --seed 1 --optimizer adam --epochs 3 --resume "$tmp/straight.ckpt" --checkpoint "$tmp/same.ckpt" 2>&1); rc=$?
+if [[ $rc -eq 0 ]]; then ok "resume with the checkpoint's own --seed, --batch-size, --limit-train and --optimizer: accepted"
+else notok "resume with the same values" "exit $rc: $out"; fi
+out=$("$bin" fashion-mnist --model mlp --limit-train 640 --limit-test 500 --batch-size 64 --epochs 3 --resume "$tmp/straight.ckpt" 2>&1)
+if [[ $out == *"from the checkpoint: seed 1, batch 64, 640 samples per epoch, the adam optimizer's state"* ]]; then
+  ok "the resume line says what came from the checkpoint"
+else notok "the resume line says what came from the checkpoint" "$(grep resum <<<"$out")"; fi
+img=("$bin" images "$tmp/imgs" --size 8 --model mlp --batch-size 8 --quiet)
+"${img[@]}" --val-split 0.25 --epochs 1 --checkpoint "$tmp/img.ckpt" >/dev/null 2>&1
+refused "resume images with another --val-split: refused" "img.ckpt: trained with 0.25 of each class held out for testing, this run 0.1" \
+  "${img[@]}" --epochs 2 --resume "$tmp/img.ckpt"
+rm -r "$tmp/imgs/c9"
+refused "resume images after a class folder went: refused" "img.ckpt: trained on 10 classes of $tmp/imgs, this run's data has 9" \
+  "${img[@]}" --val-split 0.25 --epochs 2 --resume "$tmp/img.ckpt"
+mv "$tmp/imgs/c8" "$tmp/imgs/c8-renamed"
+mkdir "$tmp/imgs/c9" && cp "$tmp/imgs/c0/"* "$tmp/imgs/c9/"
+refused "resume images whose class folders were renamed: refused" "img.ckpt: class 8 is 'c8' in the checkpoint, 'c8-renamed'" \
+  "${img[@]}" --val-split 0.25 --epochs 2 --resume "$tmp/img.ckpt"
+
 # --- kill -9 at random moments ---
 bad=0
 ck=$tmp/kill.ckpt

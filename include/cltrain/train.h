@@ -41,6 +41,7 @@ typedef struct ct_train_opts {
     double data_split;     /* images: --val-split (recorded in checkpoints) */
     int lr_set;            /* --lr was given (else a resumed run takes the checkpoint's) */
     int momentum_set, wd_set; /* --momentum, --weight-decay were given */
+    unsigned given;        /* CT_GIVEN_*: options given that a checkpoint also fixes (--resume checks them) */
     const char *logdir;    /* --logdir: metrics.csv and a TensorBoard event file */
     const ct_source *train_src, *eval_src; /* samples through these instead of bytes*scale+shift (augmentation) */
     int fit_model;         /* fit the model's input shape and classes to the data (ct_model_load_shaped) */
@@ -49,6 +50,7 @@ typedef struct ct_train_opts {
     int tta;               /* --tta none|flip: test-time augmentation at evaluation */
 } ct_train_opts;
 
+enum { CT_GIVEN_SEED = 1, CT_GIVEN_BATCH = 2, CT_GIVEN_LIMIT_TRAIN = 4, CT_GIVEN_OPTIMIZER = 8 };
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
 #define CT_BATCH_MAX 4096  /* --batch-size and checkpoints: ct_model_read_results reads at most this many */
 /* Test-time augmentation: none, or the logits of each image and its mirror averaged. */

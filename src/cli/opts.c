@@ -346,6 +346,8 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
     int rc = 0;
     long l;
     double d;
+    o->given |= c == O_SEED ? CT_GIVEN_SEED : c == O_BATCH ? CT_GIVEN_BATCH : c == O_LTRAIN ? CT_GIVEN_LIMIT_TRAIN
+              : c == O_OPT ? CT_GIVEN_OPTIMIZER : 0u;
     switch (c) {
     case O_MODEL: o->model = arg; o->model_set = 1; break;
     case O_LR: if (!(rc = cli_parse_num("lr", arg, 0, 1e9, &d))) { o->optim.lr = (float)d; o->lr_set = 1; } break;

@@ -115,6 +115,10 @@ void ct_signals_restore(void);
 int ct_signal_pending(void);
 /* The signal that asked to stop (SIGINT or SIGTERM), or 0. */
 int ct_signal_caught(void);
+/* --resume: the data set against the checkpoint's, and the options given
+ * against what the checkpoint fixes (seed, batch size, samples per epoch,
+ * optimizer); CT_EINPUT with one line naming both on a difference. */
+int ct_resume_check(const ct_train_opts *o, const ct_ckpt *ck, const ct_dataset *train);
 /* Save the state of step `next` to --checkpoint (and a numbered copy with --keep). */
 int ct_train_save(ct_loop *loop, int64_t next);
 #endif

@@ -35,6 +35,7 @@ static int open_resumed(ct_loop *loop) {
     ct_ckpt *ck = &loop->ck;
     int rc;
     if ((rc = ct_ckpt_load(ck, o->resume))) return rc;
+    if ((rc = ct_resume_check(o, ck, loop->train))) return rc;
     if ((rc = ct_model_parse(&loop->m, ck->cfg, ck->model_name))) return rc;
     if (o->model_set) {
         ct_model other;
@@ -122,7 +123,9 @@ static int plan(ct_loop *loop) {
         return ct_fail(CT_EINPUT, "%s: already trained %lld steps (%lld epochs); ask for more --epochs to go on", o->resume,
                        (long long)loop->g0, (long long)(loop->g0 / loop->spe));
     if (loop->g0 && !o->quiet)
-        fprintf(loop->out, "resuming %s at step %lld (epoch %lld)\n", o->resume, (long long)loop->g0, (long long)(loop->g0 / loop->spe) + 1);
+        fprintf(loop->out, "resuming %s at step %lld (epoch %lld); from the checkpoint: seed %llu, batch %d, %d samples per "
+                "epoch, the %s optimizer's state\n", o->resume, (long long)loop->g0, (long long)(loop->g0 / loop->spe) + 1,
+                (unsigned long long)o->seed, o->batch, loop->n, ct_optim_types[o->optim.kind]->name);
     loop->pred = ct_xmalloc(sizeof(int32_t) * o->batch);
     return ct_feed_open(&loop->f, o, loop->train, loop->n, loop->spe, loop->total, &loop->m, &loop->cl);
 }
