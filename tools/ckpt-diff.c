@@ -3,9 +3,12 @@
  * difference. Used by tests/mpi.sh (N ranks against one rank) and handy to
  * compare runs. A second line says whether the parameters and the optimizer
  * state are bit-identical (byte for byte, so -0 differs from 0 and NaN from
- * NaN only if its bits do). Exit 0, or 2 when a file is bad or the models differ. */
+ * NaN only if its bits do). A third says how many leading layers have
+ * bit-identical trained parameters (weights, biases, batch norm's gamma and
+ * beta: --freeze N leaves N). Exit 0, or 2 when a file is bad or the models differ. */
 #include "cltrain/checkpoint.h"
 #include "cltrain/common.h"
+#include "cltrain/layer.h"
 #include <math.h>
 #include <string.h>
 
@@ -36,6 +39,25 @@ int main(int argc, char **argv) {
     for (int i = 0; same_s && i < a.n_state; i++) same_s = !memcmp(a.state[i], b.state[i], a.n_params * 4);
     printf("bit-identical: parameters %s, optimizer state %s (%d buffer%s)\n", same_p ? "yes" : "no", same_s ? "yes" : "no",
            a.n_state, a.n_state == 1 ? "" : "s");
+    /* which layers' parameters are bit-identical (--freeze leaves the first ones) */
+    ct_model m;
+    if (!ct_model_parse(&m, a.cfg, a.model_name)) {
+        int lead = 0, with = 0;
+        for (int i = 0; i < m.n_layers; i++) {
+            const ct_layer *L = &m.layers[i];
+            if (!L->n_w && !L->n_b) continue;
+            with++;
+            /* batch norm: gamma and beta (its running statistics follow the data even in frozen layers) */
+            size_t nw = L->type == CT_L_BATCHNORM ? ct_bn_layout(L).C : L->n_w;
+            int same = !memcmp(a.params + L->w_off, b.params + L->w_off, nw * 4) &&
+                       !memcmp(a.params + L->b_off, b.params + L->b_off, L->n_b * 4);
+            if (same && lead == i) lead = i + 1;
+            else if (lead == i) lead = -lead - 1; /* stop counting */
+        }
+        if (lead < 0) lead = -lead - 1;
+        printf("leading layers with bit-identical trained parameters: %d of %d (%d with parameters)\n", lead, m.n_layers, with);
+        ct_model_free(&m);
+    }
     ct_ckpt_free(&a);
     ct_ckpt_free(&b);
     return 0;

@@ -11,6 +11,9 @@
       64 test images as OUT/NAME-img/NN.png and
       PyTorch's logits for them (ToTensor: pixels / 255) as OUT/NAME.logits
       (float32, 64 x 10).
+  pytorch_onnx.py bad OUT.onnx KIND
+      a model cltrain must refuse (KIND: op, dynamic, opset, stride); prints
+      the file and what the refusal must say.
   pytorch_onnx.py compare A.logits B.logits [TOL]
       max |a - b| / max |b|; exit 1 above TOL (1e-4).
 """
@@ -78,6 +81,34 @@ def export(out, names):
         print(name, f"{out}/{name}.onnx")
 
 
+def bad(out, kind):
+    """models cltrain must refuse, each with what the message must name"""
+    torch.manual_seed(1)
+    x = torch.rand(2, 1, 8, 8)
+    if kind == "op":
+        m = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.Sigmoid(), torch.nn.Flatten(), torch.nn.Linear(144, 3))
+        want = "(Sigmoid): not an op cltrain imports"
+    elif kind == "dynamic":
+        m = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(4, 3))
+        torch.onnx.export(m.eval(), x, out, input_names=["input"], dynamic_axes={"input": {0: "N", 2: "H", 3: "W"}},
+                          opset_version=13)
+        print(out, "dynamic or out-of-range height")
+        return
+    elif kind == "opset":
+        m = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.Flatten(), torch.nn.Linear(144, 3))
+        torch.onnx.export(m.eval(), x, out, input_names=["input"], opset_version=9)
+        print(out, "opset 9")
+        return
+    elif kind == "stride":
+        m = torch.nn.Sequential(torch.nn.Conv2d(1, 4, (3, 1)), torch.nn.Flatten(), torch.nn.Linear(192, 3))
+        want = "(Conv): kernel 3x1"
+    else:
+        sys.exit(f"unknown kind {kind}")
+    torch.onnx.export(m.eval(), x, out, input_names=["input"], opset_version=13)
+    print(out, want)
+
+
 def read_f32(path):
     data = open(path, "rb").read()
     return list(struct.unpack(f"<{len(data) // 4}f", data))
@@ -97,6 +128,8 @@ def compare(a, b, tol):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "export":
         export(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "bad":
+        bad(sys.argv[2], sys.argv[3])
     elif len(sys.argv) in (4, 5) and sys.argv[1] == "compare":
         sys.exit(compare(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) == 5 else 1e-4))
     else:

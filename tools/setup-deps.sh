@@ -4,7 +4,9 @@
 # Three OpenCL implementations are installed, so the suite runs with all their
 # ICDs present: PoCL (the CPU device the tests run on), Mesa's rusticl and
 # Clover (mesa-opencl-icd), and the Oclgrind simulator (tests/oclgrind.sh).
-#   tools/setup-deps.sh          what build, test and run need
+#   tools/setup-deps.sh          what build, test and run need (python3-numpy and
+#                                python3-torch: tests/arrays.sh and tests/import.sh
+#                                write their NumPy files and PyTorch models with them)
 #   tools/setup-deps.sh --bench  also what `make bench` compares against: PyTorch
 #                                and an optimised BLAS for it (Debian's PyTorch runs
 #                                on whatever libblas.so.3 is installed, by default
@@ -15,7 +17,7 @@ pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl
 mesa-opencl-icd oclgrind
 libclblast-dev libstb-dev libturbojpeg0-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
 libopenmpi-dev openmpi-bin clang libclang-rt-14-dev iproute2
-dataset-fashion-mnist python3 python3-venv python3-numpy
+dataset-fashion-mnist python3 python3-venv python3-numpy python3-torch
 fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-arphic-bkai00mp
 fonts-arphic-bsmi00lp fonts-wqy-zenhei fonts-wqy-microhei"
 case "${1:-}" in

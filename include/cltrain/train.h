@@ -33,6 +33,8 @@ typedef struct ct_train_opts {
     int checkpoint_every;
     int keep;              /* --keep K numbered copies FILE.<step> */
     const char *resume;    /* --resume FILE */
+    const char *init;      /* --init FILE: the model and weights of a checkpoint, fresh optimizer and step */
+    int freeze;            /* --freeze N: layers 0..N-1 do not train */
     int model_set;         /* --model was given (checked against the checkpoint) */
     int on_nan_skip;       /* --on-nan skip */
     int schedule, warmup;  /* --schedule constant|step|cosine, --warmup N steps */

@@ -45,7 +45,7 @@ enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVA
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
        O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO, O_CONV, O_CURVES, O_BUDGET, O_TFR_IMAGE, O_TFR_LABEL, O_TFR_SHAPE, O_TRAIN, O_TEST,
-       O_XKEY, O_YKEY, O_LAYOUT };
+       O_XKEY, O_YKEY, O_LAYOUT, O_INIT, O_FREEZE };
 
 /* Which commands take an option (CLI_*), and for a training command what
  * its data set must take (CT_DS_*, 0: any). The option table is the only
@@ -94,6 +94,10 @@ static const opt_def opt_table[] = {
     {"checkpoint-every", 1, O_CKPT_EVERY, T, 0, "N", "with --checkpoint: also every N steps"},
     {"keep", 1, O_KEEP, T, 0, "K", "with --checkpoint: keep K numbered copies FILE.<step> as well"},
     {"resume", 1, O_RESUME, T, 0, "FILE", "continue exactly where a checkpoint stopped"},
+    {"init", 1, O_INIT, T, 0, "FILE", "start a new run from a checkpoint's model and weights (e.g. cltrain import's),\n"
+     "with a fresh optimizer and step count"},
+    {"freeze", 1, O_FREEZE, T, 0, "N", "the first N layers do not train (their weights stay; batch-norm statistics\n"
+     "still follow the data) [0]"},
     {"on-nan", 1, O_ONNAN, T, 0, "stop|skip", "a NaN/Inf gradient stops training (exit 1) or skips the step [stop]"},
     {"schedule", 1, O_SCHED, T, 0, "constant|step|cosine", "learning-rate schedule [constant]"},
     {"warmup", 1, O_WARMUP, T, 0, "N", "the rate rises linearly over the first N steps [0]"},
@@ -370,6 +374,8 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
     case O_RESIDENT: o->resident = 1; break;
     case O_CKPT: o->checkpoint = arg; break;
     case O_RESUME: o->resume = arg; break;
+    case O_INIT: o->init = arg; break;
+    case O_FREEZE: if (!(rc = cli_parse_int("freeze", arg, 0, CT_MAX_LAYERS, &l))) o->freeze = (int)l; break;
     case O_ONNAN: rc = pick("on-nan", arg, nan, "stop or skip", &o->on_nan_skip); break;
     case O_SCHED: rc = pick("schedule", arg, sched, "constant, step or cosine", &o->schedule); break;
     case O_LOGDIR: o->logdir = arg; break;
@@ -483,7 +489,7 @@ int cli_parse_train(int argc, char **argv, cli_opts *co) {
 }
 
 int cli_check_model(const ct_train_opts *o) {
-    if (o->resume) return 0; /* the checkpoint holds the model */
+    if (o->resume || o->init) return 0; /* the checkpoint holds the model */
     ct_model probe;
     int rc = ct_model_load(&probe, o->model);
     ct_model_free(&probe);

@@ -76,6 +76,7 @@ typedef struct ct_step_info {
 
 typedef struct ct_loop {
     ct_train_opts o;           /* the options, after a checkpoint's overrides */
+    size_t frozen;             /* --freeze: parameters [0, frozen) do not train */
     const ct_dataset *train, *test;
     ct_train_result *res;
     FILE *out;

@@ -361,9 +361,8 @@ static int read_vinfo(pb r, vinfo *v, const char *path) {
 /* GraphProto { node = 1; initializer = 5; input = 11; output = 12 } */
 static int read_graph(pb r, imp *im) {
     pbf f;
-    int rc = 0;
-    while (!rc && (rc = next(&r, &f)) == 1) {
-        rc = 0;
+    int rc = 0, more = 0;
+    while (!rc && (more = next(&r, &f)) == 1) {
         if (f.wt != 2) continue;
         if (f.field == 1) {
             if (im->n_nodes >= 100000) return ct_fail(CT_EINPUT, "%s: over 100000 nodes", im->path);
@@ -387,7 +386,8 @@ static int read_graph(pb r, imp *im) {
             rc = read_vinfo(sub(&f), &(*v)[(*n)++], im->path);
         }
     }
-    return rc < 0 ? ct_fail(CT_EINPUT, "%s: damaged graph (truncated?)", im->path) : rc;
+    if (!rc && more < 0) rc = ct_fail(CT_EINPUT, "%s: damaged graph (truncated?)", im->path);
+    return rc;
 }
 
 /* ModelProto { ir_version = 1; opset_import = 8 { domain = 1; version = 2 }; graph = 7; metadata_props = 14 { key = 1; value = 2 } } */

@@ -20,6 +20,9 @@ static int model_is_file(const char *spec) {
 int ct_train_check_files(const ct_train_opts *o) {
     int rc;
     if (o->resume && (rc = ct_file_check(o->resume, "a checkpoint file for --resume"))) return rc;
+    if (o->init && (rc = ct_file_check(o->init, "a checkpoint file for --init"))) return rc;
+    if (o->init && o->resume)
+        return ct_fail(CT_EINPUT, "--init %s and --resume %s: --resume continues a run, --init starts a new one; give one", o->init, o->resume);
     if (o->model && o->model_set && model_is_file(o->model) && (rc = ct_file_check(o->model, "a .cfg model file for --model")))
         return rc;
     if (ct_world.rank != 0) return 0; /* rank 0 alone writes */

@@ -19,6 +19,10 @@ static void device_step(ct_loop *loop, ct_step_info *si) {
     /* data-parallel: each bucket's all-reduce starts as soon as backward has produced it */
     ct_model_backward(m, si->B, loop->dist ? ct_grad_sync_on_layer : NULL, &loop->gs);
     if (loop->dist) ct_grad_sync_finish(&loop->gs);
+    if (loop->frozen) { /* --freeze */
+        float zero = 0;
+        CL_CHECK(clEnqueueFillBuffer(loop->cl.queue, m->grads, &zero, sizeof zero, 0, loop->frozen * sizeof(float), 0, NULL, NULL));
+    }
     float lr = (float)ct_schedule_lr(&loop->o, si->g, loop->total);
     si->lr = lr;
     ct_optim_step(&loop->opt, lr);

@@ -66,6 +66,20 @@ static int open_resumed(ct_loop *loop) {
     return 0;
 }
 
+/* --init: the checkpoint's model and weights; the optimizer and the step count start afresh */
+static int open_init(ct_loop *loop) {
+    ct_train_opts *o = &loop->o;
+    ct_ckpt *ck = &loop->ck;
+    int rc;
+    if ((rc = ct_ckpt_load(ck, o->init))) return rc;
+    if (o->model_set)
+        return ct_fail(CT_EINPUT, "--init %s holds model %s; leave out --model (the checkpoint's model is the one trained)", o->init,
+                       ck->model_name);
+    if ((rc = ct_model_parse(&loop->m, ck->cfg, ck->model_name))) return rc;
+    if (loop->m.n_params != ck->n_params) return ct_fail(CT_EINPUT, "%s: parameter count does not match its model", o->init);
+    return 0;
+}
+
 /* every rank starts from rank 0's state: the parameters, and on resume the optimizer's */
 static void broadcast_state(ct_loop *loop) {
     ct_model *m = &loop->m;
@@ -77,6 +91,28 @@ static void broadcast_state(ct_loop *loop) {
         if (!loop->writer) ct_cl_write(&loop->cl, b, 0, m->n_params * 4, p);
     }
     free(p);
+}
+
+/* --freeze N: the parameters of layers 0..N-1 (the front of the flat buffer) get no gradient and no
+ * weight decay, so no optimizer moves them (device_step clears their gradients) */
+static int freeze(ct_loop *loop) {
+    ct_model *m = &loop->m;
+    if (loop->o.freeze > m->n_layers)
+        return ct_fail(CT_EINPUT, "--freeze %d: model %s has %d layers", loop->o.freeze, m->name, m->n_layers);
+    size_t end = 0;
+    for (int i = 0; i < loop->o.freeze; i++) {
+        const ct_layer *L = &m->layers[i];
+        if (L->n_w && L->w_off + L->n_w > end) end = L->w_off + L->n_w;
+        if (L->n_b && L->b_off + L->n_b > end) end = L->b_off + L->n_b;
+    }
+    for (int i = loop->o.freeze; i < m->n_layers; i++) /* the flat buffer holds layers in order */
+        CT_ASSERT((!m->layers[i].n_w || m->layers[i].w_off >= end) && (!m->layers[i].n_b || m->layers[i].b_off >= end));
+    loop->frozen = end;
+    if (end) {
+        uint8_t zero = 0;
+        CL_CHECK(clEnqueueFillBuffer(loop->cl.queue, m->decay_mask, &zero, 1, 0, end, 0, NULL, NULL));
+    }
+    return 0;
 }
 
 /* the device, the weights (initial or resumed), the optimizer, the log */
@@ -92,6 +128,8 @@ static int setup(ct_loop *loop) {
     ct_model_init_weights(m, o->seed);
     m->label_smoothing = o->label_smoothing;
     if ((rc = ct_optim_setup(&loop->opt, m, &o->optim))) return rc;
+    if (o->init) ct_model_set_params(m, loop->ck.params);
+    if (o->freeze && (rc = freeze(loop))) return rc;
     if (o->resume) {
         ct_model_set_params(m, loop->ck.params);
         CT_ASSERT(loop->ck.n_state == loop->opt.type->n_state); /* ct_ckpt_load checked it */
@@ -311,7 +349,7 @@ int ct_train(const ct_train_opts *opts, const ct_dataset *train, const ct_datase
     loop->writer = ct_world.rank == 0;
     if (!loop->writer) loop->o.quiet = 2; /* rank 0 alone prints, logs and saves */
     double t_start = ct_now();
-    rc = loop->o.resume ? open_resumed(loop) : load_model(loop, &loop->m, loop->o.model);
+    rc = loop->o.resume ? open_resumed(loop) : loop->o.init ? open_init(loop) : load_model(loop, &loop->m, loop->o.model);
     if (!rc) rc = setup(loop);
     int handlers = !rc;
     if (handlers) ct_signals_install();

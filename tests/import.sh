@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# import.sh: `cltrain import` of models built and exported by PyTorch
+# (tools/pytorch_onnx.py, Debian's python3-torch): a plain CNN, a CNN with
+# batch norm and the resnet20 twin; `cltrain predict --logits` on 64 images
+# agrees with PyTorch's logits within 1e-4 relative. The resnet20 import is
+# fine-tuned (--init, --freeze) on CIFAR-format arrays, exported again, and
+# onnxruntime agrees with cltrain (tools/onnx_check.py, as tests/onnx.sh). A
+# model cltrain exported imports back with its preparation and gives the
+# same logits. Models cltrain cannot represent, and files that are not ONNX,
+# are refused with one line naming the node, exit 2, and no checkpoint.
+# Without torch (or the onnx venv) those parts are skipped, except under
+# CI=true. Prints TAP.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+case ${CLTRAIN_BUILD:-build} in /*) b=$CLTRAIN_BUILD ;; *) b=$here/${CLTRAIN_BUILD:-build} ;; esac
+bin=$b/cltrain
+torchpy=${CLTRAIN_TORCH_PYTHON:-/usr/bin/python3}
+venv=${CLTRAIN_PYTHON:-$here/build/tbvenv/bin/python}
+po=$here/tools/pytorch_onnx.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+need() { # need WHAT WHY: a missing tool is a skip, or a failure under CI=true
+  if [[ ${CI:-} == true ]]; then notok "$1" "$2 (required under CI=true)"; else skip "$1" "$2"; fi
+}
+refused() { # refused NAME FILE WANT: import exits 2 with one line naming FILE and WANT, and writes nothing
+  local err rc
+  err=$("$bin" import "$2" "$tmp/refused.ckpt" 2>&1); rc=$?
+  if [[ $rc -eq 2 && $err == *"$(basename "$2")"* && $err == *"$3"* && $(wc -l <<<"$err") -eq 1 && ! -e $tmp/refused.ckpt ]]; then
+    ok "$1: exit 2, ${err#cltrain: }"
+  else notok "$1: exit 2 and one line naming '$3'" "rc $rc: $err"; fi
+}
+
+# refusals that need no Python
+err=$("$bin" import 2>&1); rc=$?
+if [[ $rc -eq 2 && $(wc -l <<<"$err") -eq 1 ]]; then ok "import without arguments: exit 2"; else notok "import without arguments" "rc $rc: $err"; fi
+printf 'just some text, not protobuf\n' >"$tmp/text.onnx"
+refused "a text file" "$tmp/text.onnx" "not an ONNX model"
+
+if ! "$torchpy" -c "import torch, numpy" 2>/dev/null; then
+  need "models exported by PyTorch" "torch is not importable by $torchpy: install python3-torch (tools/setup-deps.sh --bench)"
+  echo "1..$n"
+  exit 0
+fi
+"$torchpy" "$po" export "$tmp" >"$tmp/export.out" 2>&1 || notok "PyTorch exports the three models" "$(tail -3 "$tmp/export.out")"
+head -c 3000 "$tmp/resnet20.onnx" >"$tmp/truncated.onnx"
+refused "a truncated model" "$tmp/truncated.onnx" "truncated"
+for kind in op dynamic opset stride; do
+  read -r f want < <("$torchpy" "$po" bad "$tmp/bad-$kind.onnx" $kind 2>/dev/null)
+  refused "$kind" "$f" "$want"
+done
+
+for m in mnist-cnn cifar-cnn resnet20; do
+  if ! out=$("$bin" import "$tmp/$m.onnx" "$tmp/$m.ckpt" 2>&1); then notok "$m: import" "$out"; continue; fi
+  summary=$(tail -1 <<<"$out")
+  if ! e=$("$bin" predict "$tmp/$m.ckpt" "$tmp/$m-img"/*.png --top 1 --logits "$tmp/$m.cl" 2>&1 >/dev/null); then
+    notok "$m: predict" "$e"; continue
+  fi
+  if d=$("$torchpy" "$po" compare "$tmp/$m.cl" "$tmp/$m.logits" 1e-4); then ok "$m: cltrain's logits agree with PyTorch's: $d (${summary#import: })"
+  else notok "$m: logits agree with PyTorch's within 1e-4" "$d"; fi
+done
+
+# fine-tuning: the resnet20 import trained on CIFAR-format images as NCHW uint8 arrays (x / 255, as ToTensor)
+"$b/tools/make-cifar" "$tmp/g10" --train 256 --test 64 --seed 3 >/dev/null
+"$torchpy" - "$tmp/g10" "$tmp/c10.npz" <<'PY'
+import sys, numpy as np
+def read(paths):
+    r = np.concatenate([np.fromfile(p, np.uint8).reshape(-1, 3073) for p in paths])
+    return r[:, 1:].reshape(-1, 3, 32, 32), r[:, 0].astype(np.int64)
+import glob
+xtr, ytr = read(sorted(glob.glob(sys.argv[1] + "/data_batch_*.bin")))
+xte, yte = read([sys.argv[1] + "/test_batch.bin"])
+np.savez(sys.argv[2], x_train=xtr, y_train=ytr, x_test=xte, y_test=yte)
+PY
+if "$bin" arrays "$tmp/c10.npz" --layout NCHW --init "$tmp/resnet20.ckpt" --freeze 3 --steps 4 --batch-size 32 --quiet \
+     --checkpoint "$tmp/ft.ckpt" >"$tmp/ft.out" 2>&1 && d=$("$b/tools/ckpt-diff" "$tmp/resnet20.ckpt" "$tmp/ft.ckpt") &&
+   grep -q "relative difference [1-9]" <<<"$d" && grep -q "leading layers with bit-identical trained parameters: 3 of" <<<"$d"; then
+  ok "resnet20 import fine-tuned 4 steps on NCHW arrays with --init and --freeze 3: $(grep leading <<<"$d")"
+else notok "fine-tune the import" "$(tail -2 "$tmp/ft.out")" "${d:-}"; fi
+err=$("$bin" arrays "$tmp/c10.npz" --layout NCHW --init "$tmp/resnet20.ckpt" --resume "$tmp/ft.ckpt" --steps 1 2>&1); rc=$?
+if [[ $rc -eq 2 && $err == *"--init"*"--resume"* ]]; then ok "--init with --resume: exit 2, ${err#cltrain: }"; else notok "--init with --resume" "rc $rc: $err"; fi
+
+if ! "$venv" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
+  need "onnxruntime on the fine-tuned export" "onnx/onnxruntime not in $venv: run tools/setup-tensorboard.sh build/tbvenv"
+  echo "1..$n"
+  exit 0
+fi
+if out=$("$bin" export "$tmp/ft.ckpt" "$tmp/ft.onnx" 2>&1) &&
+   out=$("$bin" predict "$tmp/ft.ckpt" "$tmp/resnet20-img"/*.png --top 1 --logits "$tmp/ft.lg" --pixels "$tmp/ft.px" 2>&1 >/dev/null) &&
+   out=$("$venv" "$here/tools/onnx_check.py" check "$tmp/ft.onnx" "$tmp/ft.px" "$tmp/ft.lg" "$tmp/ft.ckpt" 2>&1); then
+  ok "the fine-tuned resnet20 exported again: onnxruntime agrees with cltrain: $out"
+else notok "fine-tuned resnet20: export, onnxruntime" "$out"; fi
+
+# weights whose size does not match their shape
+"$venv" - "$tmp/mnist-cnn.onnx" "$tmp/badw.onnx" <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+t = m.graph.initializer[0]
+t.dims[0] += 1
+onnx.save(m, sys.argv[2])
+PY
+refused "weights of the wrong size" "$tmp/badw.onnx" "data bytes for a shape"
+
+# cltrain's own export imports back with its preparation (x / 255 and per-image standardisation for CIFAR)
+if "$bin" cifar10 --data "$tmp/g10" --model resnet20 --steps 2 --batch-size 16 --quiet --checkpoint "$tmp/own.ckpt" >/dev/null 2>&1 &&
+   "$bin" export "$tmp/own.ckpt" "$tmp/own.onnx" >/dev/null 2>&1 && out=$("$bin" import "$tmp/own.onnx" "$tmp/back.ckpt" 2>&1) &&
+   "$bin" predict "$tmp/own.ckpt" "$tmp/resnet20-img"/*.png --logits "$tmp/own.lg" >/dev/null 2>&1 &&
+   "$bin" predict "$tmp/back.ckpt" "$tmp/resnet20-img"/*.png --logits "$tmp/back.lg" >/dev/null 2>&1 &&
+   d=$("$torchpy" "$po" compare "$tmp/back.lg" "$tmp/own.lg" 1e-6); then
+  ok "cltrain export -> import: the same logits ($d; $(tail -1 <<<"$out" | sed 's/.*parameters; //'))"
+else notok "export -> import round trip" "${out:-}" "${d:-}"; fi
+echo "1..$n"
