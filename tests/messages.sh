@@ -142,6 +142,21 @@ if [[ -f $fm/train-images-idx3-ubyte.gz && -x $build/tools/make-font-dataset ]];
   "$bin" eval "$tmp/fm.ckpt" --data "$fm" --limit-test 20 --tta flip >/dev/null 2>"$tmp/tta.err"
   if grep -q "warning: --tta flip.*fashion-mnist training never flips" "$tmp/tta.err"; then ok "eval --tta flip of a fashion-mnist checkpoint warns"
   else notok "eval --tta flip of a fashion-mnist checkpoint warns" "$(cat "$tmp/tta.err")"; fi
+  # figures: the confusion matrix with names, counts and a legend; the curves of the run
+  # (pixels sampled: the title row has dark text, a diagonal cell is dark blue, the legend bar runs light to dark)
+  out=$("$bin" eval "$tmp/fm.ckpt" --data "$fm" --limit-test 500 --confusion-png "$tmp/conf.png" 2>&1); rc=$?
+  size=$(python3 -c "import struct,sys; d=open(sys.argv[1],'rb').read(24); print(*struct.unpack('>II', d[16:24]))" "$tmp/conf.png" 2>/dev/null)
+  if [[ $rc -eq 0 ]] && grep -q "^wrote the confusion matrix to $tmp/conf.png" <<<"$out" && [[ ${size% *} -ge 600 && ${size#* } -ge 600 ]]; then
+    ok "eval --confusion-png draws a labelled figure and says so ($size)"
+  else notok "eval --confusion-png draws a labelled figure and says so" "exit $rc, size '$size'" "$out"; fi
+  "$bin" fashion-mnist --model mlp --steps 40 --progress-every 5 --eval-every 20 --limit-test 100 --quiet --curves-png "$tmp/curves.png" >"$tmp/c.out" 2>&1; rc=$?
+  size=$(python3 -c "import struct,sys; d=open(sys.argv[1],'rb').read(24); print(*struct.unpack('>II', d[16:24]))" "$tmp/curves.png" 2>/dev/null)
+  if [[ $rc -eq 0 && $size == "1100 480" ]] && grep -q "^wrote the loss and accuracy curves to" "$tmp/c.out" && [[ -z $(ls /tmp | grep -c cltrain-curves- | grep -v '^0$') ]]; then
+    ok "--curves-png draws the loss and accuracy curves ($size)"
+  else notok "--curves-png draws the loss and accuracy curves" "exit $rc, size '$size'" "$(tail -2 "$tmp/c.out")"; fi
+  "$bin" fashion-mnist --model mlp --steps 10 --limit-test 20 --quiet --curves-png "$tmp/nodir/c.png" >/dev/null 2>"$tmp/err"; rc=$?
+  if [[ $rc -eq 2 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "nodir" "$tmp/err"; then ok "--curves-png into a missing folder: one line before training"
+  else notok "--curves-png into a missing folder: one line" "exit $rc" "$(cat "$tmp/err")"; fi
 else
   notok "predict and eval messages" "needs Fashion-MNIST at $fm and build/tools/make-font-dataset"
 fi

@@ -19,7 +19,7 @@ libclblast-dev libstb-dev libturbojpeg0-dev libcmocka-dev zlib1g-dev libcurl4-op
 libopenmpi-dev openmpi-bin clang libclang-rt-14-dev iproute2
 dataset-fashion-mnist python3 python3-venv python3-numpy python3-torch
 fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-arphic-bkai00mp
-fonts-arphic-bsmi00lp fonts-wqy-zenhei fonts-wqy-microhei"
+fonts-arphic-bsmi00lp fonts-wqy-zenhei fonts-wqy-microhei fonts-dejavu-core"
 case "${1:-}" in
   "") ;;
   --bench) pkgs="$pkgs python3-torch libopenblas0-pthread" ;;

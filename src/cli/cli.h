@@ -81,6 +81,13 @@ double cli_time_layer(ct_model *m, int i, int B, int reps);
 /* one training step on the loaded batch, as ct_train runs it (no host sync) */
 void cli_bench_step(ct_model *m, ct_optim_state *opt, int B);
 
+/* Figures (cli/plot.c), written as PNG: the C x C confusion matrix conf[true][pred]
+ * with the class names (NULL: indices) on both axes, counts and shares in the
+ * cells and a colour legend; the loss and accuracy curves of a metrics.csv.
+ * CT_EIO when the file cannot be written, CT_EINPUT when no font is found. */
+int cli_plot_confusion(const int *conf, int C, char **names, const char *title, const char *path);
+int cli_plot_curves(const char *csv, const char *title, const char *path);
+
 /* TFRecord files (cli/tfrecord.c): cli_tfr_args takes --tfrecord-image KEY,
  * --tfrecord-label KEY, --tfrecord-shape H,W,C, --train GLOB and --test GLOB
  * out of argv (argc updated; t->given = 1 if any was there); cli_tfr_files

@@ -1,44 +1,12 @@
 /* cli/eval.c: `cltrain eval CHECKPOINT [--data DIR] [--confusion-png FILE]`:
  * the checkpoint's model and weights on its data set's test split: accuracy,
- * per-class accuracy, the confusion matrix (and as an image, stb_image_write).
+ * per-class accuracy, the confusion matrix (and as a figure, cli/plot.c).
  * Tested by tests/checkpoint.sh. */
 #include "cli.h"
 #include "cltrain/checkpoint.h"
+#include "cltrain/file.h"
 #include <string.h>
 #include <unistd.h>
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STBIW_ASSERT(x) CT_ASSERT(x)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#include <stb/stb_image_write.h>
-#pragma GCC diagnostic pop
-
-/* one cell per (true, predicted) pair; darker = larger share of the true class */
-static int write_confusion_png(const ct_eval_result *r, const char *path) {
-    int C = r->n_classes, cell = 24, W = C * cell;
-    unsigned char *img = ct_xmalloc((size_t)W * W * 3);
-    for (int t = 0; t < C; t++) {
-        int tot = 0;
-        for (int p = 0; p < C; p++) tot += r->confusion[t * C + p];
-        for (int p = 0; p < C; p++) {
-            double share = tot ? (double)r->confusion[t * C + p] / tot : 0;
-            unsigned char v = (unsigned char)(255 - 255 * share);
-            for (int y = 0; y < cell; y++)
-                for (int x = 0; x < cell; x++) {
-                    unsigned char *px = img + (((size_t)(t * cell + y) * W) + p * cell + x) * 3;
-                    int edge = x == 0 || y == 0;
-                    px[0] = edge ? 200 : (t == p ? v / 2 : v);
-                    px[1] = edge ? 200 : v;
-                    px[2] = edge ? 200 : (t == p ? v : 255);
-                }
-        }
-    }
-    int ok = stbi_write_png(path, W, W, 3, img, W * 3);
-    free(img);
-    return ok ? 0 : ct_fail(CT_EIO, "%s: cannot write the confusion matrix image", path);
-}
 
 /* The data set's path: --data, or the one the checkpoint recorded. A relative
  * one (checkpoints before paths were stored absolute) is tried from here,
@@ -83,6 +51,7 @@ int cmd_eval(int argc, char **argv) {
     cli_opts_for(&c, CLI_EVAL, "eval", NULL);
     const ct_train_opts *o = &c.train;
     int rc = cli_parse_train(argc - 1, argv + 1, &c);
+    if (!rc && c.confusion_png) rc = ct_file_probe_write(c.confusion_png, "--confusion-png");
     if (rc) return cli_fail(rc);
     ct_ckpt ck;
     if ((rc = ct_ckpt_load(&ck, path))) return cli_fail(rc);
@@ -127,7 +96,14 @@ int cmd_eval(int argc, char **argv) {
         printf("%s: model %s, %d parameters, trained %lld step%s on %s\n", path, ck.model_name, (int)ck.n_params,
                (long long)ck.next_batch, ck.next_batch == 1 ? "" : "s", d.name);
         ct_eval_print(&ev, test->class_names, stdout, 1);
-        if (!rc && c.confusion_png) rc = write_confusion_png(&ev, c.confusion_png);
+        if (!rc && c.confusion_png) {
+            char title[300];
+            const char *base = strrchr(path, '/');
+            snprintf(title, sizeof title, "%s on %s: %d test images, accuracy %.1f%%", base ? base + 1 : path, d.name, ev.n,
+                     100.0 * ev.correct / (ev.n ? ev.n : 1));
+            rc = cli_plot_confusion(ev.confusion, ev.n_classes, test->class_names, title, c.confusion_png);
+            if (!rc) printf("wrote the confusion matrix to %s\n", c.confusion_png);
+        }
         ct_eval_free(&ev);
     }
     ct_model_free(&m);

@@ -6,8 +6,12 @@
  * and tests/checkpoint.sh. */
 #include "cli.h"
 #include "cltrain/dist.h"
+#include "cltrain/file.h"
+#include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* images DIR|FILE.tfrecord... [options]: the TFRecord options and files out
  * of argv, the rest parsed as every command's options; *path the folder or
@@ -76,6 +80,7 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
              : set->from_files == CT_FILES_ARRAYS ? parse_arrays(argc, argv, &c)
                                                   : cli_parse_train(argc, argv, &c);
     if (!rc && set->check) rc = set->check(&c.data);
+    if (!rc && c.curves_png && ct_world.rank == 0) rc = ct_file_probe_write(c.curves_png, "--curves-png"); /* before hours of training */
     if (!rc) rc = cli_check_model(o);
     ct_data d;
     if (!rc) rc = ct_data_open(&d, set, &c.data);
@@ -97,8 +102,38 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     o->class_names = d.class_names ? d.class_names : d.train->class_names; /* predict and export name the classes */
     o->train_src = d.src[0];
     o->eval_src = d.src[1];
+    /* --curves-png draws from the run's metrics.csv: --logdir's, or one in a folder of its own for the run */
+    char tmpdir[] = "/tmp/cltrain-curves-XXXXXX", csv[4200];
+    int own_log = c.curves_png && !o->logdir && ct_world.rank == 0;
+    if (own_log && !mkdtemp(tmpdir)) {
+        ct_fail(CT_EIO, "--curves-png: cannot make a folder for the training log (%s); give --logdir DIR", strerror(errno));
+        ct_data_close(&d);
+        ct_tfr_files_free(&tf);
+        free(abs);
+        return cli_fail(CT_EIO);
+    }
+    if (own_log) o->logdir = tmpdir;
     ct_train_result res;
     rc = ct_train(o, d.train, d.test, &res, stdout);
+    if (c.curves_png && ct_world.rank == 0 && (!rc || rc == CT_EINTR)) {
+        snprintf(csv, sizeof csv, "%s/metrics.csv", o->logdir);
+        char title[300];
+        snprintf(title, sizeof title, "%s on %s: loss and accuracy", o->resume ? o->resume : o->model, d.name);
+        int prc = cli_plot_curves(csv, title, c.curves_png);
+        if (prc) fprintf(stderr, "cltrain: %s\n", ct_last_error());
+        else printf("wrote the loss and accuracy curves to %s\n", c.curves_png);
+        if (!rc) rc = prc;
+    }
+    if (own_log) { /* the folder and what ct_train wrote into it */
+        DIR *dir = opendir(tmpdir);
+        for (struct dirent *e; dir && (e = readdir(dir));) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(csv, sizeof csv, "%s/%s", tmpdir, e->d_name);
+            unlink(csv);
+        }
+        if (dir) closedir(dir);
+        rmdir(tmpdir);
+    }
     if (ct_world.rank == 0 && set->report) set->report(&d, stdout); /* a result: --quiet keeps it */
     ct_data_close(&d);
     ct_tfr_files_free(&tf);
