@@ -6,17 +6,22 @@
  * which cancels badly in float: each chunk (64 rows, in cache) gives its sum
  * and its squared deviations from its own mean, and bn_stats combines those
  * exactly (Chan, Golub and LeVeque 1979), so one pass over x does.
- * With a ReLU (act), the backward masks dy itself: the pre-activation is
- * recomputed from x exactly as bn_fwd computed it (same operations, no
- * contraction), so the sequencer's ReLU pass over y is not needed.
+ * With an activation (act: CT_ACT in prelude.cl), the backward takes dy
+ * through it itself: the pre-activation is recomputed from x exactly as
+ * bn_fwd computed it (same operations, no contraction), so the sequencer's
+ * pass over y (or a kept pre-activation, for GELU) is not needed.
  * Reference: src/ref/bn.c; tests: tests/test_bn.c. */
 #pragma OPENCL FP_CONTRACT OFF
 
-/* dy through the ReLU: 0 where the pre-activation gamma*(x-mean)*invstd+beta was not above 0 */
-#define RELU_MASK(VT, g, xv, gamma, mean, invstd, beta) select((VT)(0.0f), (g), (gamma) * ((xv) - (mean)) * (invstd) + (beta) > (VT)(0.0f))
+/* g (dy) through the activation, whose input gamma*(x-mean)*invstd+beta is recomputed as bn_fwd did */
+#define ACT_BWD(VT, g, xv, gamma, mean, invstd, beta)                                                     \
+    do {                                                                                                  \
+        const VT z_ = (gamma) * ((xv) - (mean)) * (invstd) + (beta);                                      \
+        g = CT_ACT_BWD(VT, g, z_, act);                                                                   \
+    } while (0)
 
 /* mode 0: p1 = sum x, p2 = sum (x - mean of the chunk)^2 over the chunk's
- * rows; mode 2: p1 = sum dy, p2 = sum dy * xhat (dy through the ReLU when
+ * rows; mode 2: p1 = sum dy, p2 = sum dy * xhat (dy through the activation
  * act). gws = (C / VW, chunks): bn_reduce8 (C a multiple of 8) reads eight
  * channels of a row at once, the same sums lane by lane; a scalar work-item
  * per channel read one float of every 128-byte row and ran at 3 GB/s on PoCL. */
@@ -42,7 +47,7 @@
             for (int r = r0; r < r1; r++) {                                                              \
                 const VT xv = LD(x + (size_t)r * C + c);                                                 \
                 VT g = LD(dy + (size_t)r * C + c);                                                       \
-                if (act == CT_ACT_RELU) g = RELU_MASK(VT, g, xv, gamma, mean, invstd, beta);             \
+                if (act != CT_ACT_LINEAR) ACT_BWD(VT, g, xv, gamma, mean, invstd, beta);                 \
                 s1 += g;                                                                                 \
                 s2 += g * (xv - mean) * invstd;                                                          \
             }                                                                                            \
@@ -88,7 +93,7 @@ __kernel void bn_stats_eval(__global float *stats, __global const float *run, co
     stats[C + c] = rsqrt(run[offVar + c] + eps);
 }
 
-/* y = gamma * (x - mean) * invstd + beta, then ReLU if act. gws = (C / vw, M):
+/* y = act(gamma * (x - mean) * invstd + beta). gws = (C / vw, M):
  * vw = 16 (C a multiple of 16) moves a row's 16 channels as one vector: one
  * float per work-item ran at 11 GB/s on PoCL (per-channel loads that might
  * alias y stayed in the loop, unvectorised). */
@@ -101,12 +106,12 @@ __kernel void bn_fwd(__global float *y, __global const float *x, __global const 
     if (vw == 16) {
         float16 v = vload16(0, params + offGamma + c) * (vload16(0, x + i) - vload16(0, stats + c)) *
                         vload16(0, stats + C + c) + vload16(0, params + offBeta + c);
-        if (act == CT_ACT_RELU) v = fmax(v, (float16)(0.0f));
+        v = CT_ACT(float16, v, act);
         vstore16(v, 0, y + i);
         return;
     }
     float v = params[offGamma + c] * (x[i] - stats[c]) * stats[C + c] + params[offBeta + c];
-    if (act == CT_ACT_RELU) v = fmax(v, 0.0f);
+    v = CT_ACT(float, v, act);
     y[i] = v;
 }
 
@@ -127,7 +132,7 @@ __kernel void bn_grads(__global float *sums, __global const float *p1, __global 
 }
 
 /* dx = gamma * invstd * (dy - sum_dy / M - xhat * sum_dyxhat / M), dy through
- * the ReLU when act. gws = (C / vw, M), vw as in bn_fwd */
+ * the activation act. gws = (C / vw, M), vw as in bn_fwd */
 __kernel void bn_bwd_dx(__global float *dx, __global const float *dy, __global const float *x,
                         __global const float *stats, __global const float *sums, __global const float *params,
                         const int offGamma, const int offBeta, const int act, const int M, const int C, const int vw) {
@@ -138,12 +143,18 @@ __kernel void bn_bwd_dx(__global float *dx, __global const float *dy, __global c
         const float16 mean = vload16(0, stats + c), invstd = vload16(0, stats + C + c), xv = vload16(0, x + i);
         const float16 gamma = vload16(0, params + offGamma + c), xhat = (xv - mean) * invstd;
         float16 g = vload16(0, dy + i);
-        if (act == CT_ACT_RELU) g = RELU_MASK(float16, g, xv, gamma, mean, invstd, vload16(0, params + offBeta + c));
+        if (act != CT_ACT_LINEAR) {
+            const float16 beta = vload16(0, params + offBeta + c);
+            ACT_BWD(float16, g, xv, gamma, mean, invstd, beta);
+        }
         vstore16(gamma * invstd * (g - vload16(0, sums + c) / M - xhat * vload16(0, sums + C + c) / M), 0, dx + i);
         return;
     }
     const float mean = stats[c], invstd = stats[C + c], xv = x[i], gamma = params[offGamma + c], xhat = (xv - mean) * invstd;
     float g = dy[i];
-    if (act == CT_ACT_RELU) g = RELU_MASK(float, g, xv, gamma, mean, invstd, params[offBeta + c]);
+    if (act != CT_ACT_LINEAR) {
+        const float beta = params[offBeta + c];
+        ACT_BWD(float, g, xv, gamma, mean, invstd, beta);
+    }
     dx[i] = gamma * invstd * (g - sums[c] / M - xhat * sums[C + c] / M);
 }

@@ -114,7 +114,7 @@ __kernel void direct_fwd(__global float *y, __global const float *x, __global co
             for (int q = 0; q < PX && r + q < r1; q++)
 #pragma unroll
                 for (int u = 0; u < VG; u++) {
-                    const float16 o = act == CT_ACT_RELU ? fmax(acc[q][u], 0.0f) : acc[q][u];
+                    const float16 a = acc[q][u], o = CT_ACT(float16, a, act);
                     /* rows of KO floats: 64-byte aligned */
                     *(__global float16 *)(y + (size_t)(r + q) * KO + (v0 + u) * 16) = o;
                 }

@@ -80,7 +80,7 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha,
                     if (valid >= 16) {
                         if (beta != 0.0f) c += beta * vload16(v, crow);
                         if (bias) c += vload16(0, bias + offBias + nv);
-                        if (act == CT_ACT_RELU) c = fmax(c, (float16)(0.0f));
+                        c = CT_ACT(float16, c, act);
                         vstore16(c, v, crow);
                     } else {
                         float t[16];
@@ -89,7 +89,7 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha,
                             float x = t[j];
                             if (beta != 0.0f) x += beta * crow[16 * v + j];
                             if (bias) x += bias[offBias + nv + j];
-                            if (act == CT_ACT_RELU) x = fmax(x, 0.0f);
+                            x = CT_ACT(float, x, act);
                             crow[16 * v + j] = x;
                         }
                     }
@@ -121,7 +121,7 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha,
         __global float *c = C + offC + (size_t)bt * strideC + (size_t)m * ldc + n;                       \
         if (beta != 0.0f) x += beta * LD(c);                                                             \
         if (bias) x += LD(bias + offBias + n);                                                           \
-        if (act == CT_ACT_RELU) x = fmax(x, (VT)(0.0f));                                                 \
+        x = CT_ACT(VT, x, act);                                                                          \
         ST(x, c);                                                                                        \
     }
 GEMM_REDUCE(gemm_reduce, float, LD1, ST1, 1)

@@ -133,7 +133,7 @@ void gemm_local(const int M, const int N, const int K, const float alpha,
             float x = alpha * acc[r][c];
             if (beta != 0.0f) x += beta * crow[n];
             if (bias) x += bias[offBias + n];
-            if (act == CT_ACT_RELU) x = fmax(x, 0.0f);
+            x = CT_ACT(float, x, act);
             crow[n] = x;
         }
     }

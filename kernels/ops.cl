@@ -24,10 +24,25 @@ __kernel void gather_u8(__global float *x, __global int *labels, __global const 
     if (k == 0) labels[b] = lab[i];
 }
 
-/* dz[i] = y[i] > 0 ? dz[i] : 0, in place: gradient through a fused ReLU whose output is y */
-__kernel void relu_bwd(__global float *dz, __global const float *y, const int n) {
+/* dz = CT_ACT_BWD(dz, t, act) in place: the gradient through an activation
+ * fused into the layer before: t is its output (ReLU: dz where t > 0, else
+ * 0) or, for an activation whose gradient needs it, its input (GELU). */
+__kernel void act_bwd(__global float *dz, __global const float *t, const int act, const int n) {
     const int i = (int)get_global_id(0);
-    if (i < n && !(y[i] > 0.0f)) dz[i] = 0.0f;
+    if (i >= n) return;
+    const float g = dz[i], ti = t[i];
+    dz[i] = CT_ACT_BWD(float, g, ti, act);
+}
+
+/* y = act(y) in place, keeping its input in z: a layer whose activation's
+ * gradient reads the input (GELU) runs its kernels linear while training,
+ * then this. */
+__kernel void act_fwd(__global float *y, __global float *z, const int act, const int n) {
+    const int i = (int)get_global_id(0);
+    if (i >= n) return;
+    const float v = y[i];
+    z[i] = v;
+    y[i] = CT_ACT(float, v, act);
 }
 
 /* One work-item per row. Numerically stable: log-sum-exp after subtracting the

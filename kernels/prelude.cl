@@ -1,7 +1,30 @@
 /* prelude.cl: prepended by the host to every kernel file (see ct_cl_build).
  * Kernels are OpenCL C 1.2, specialised by -D tuning parameters. */
+/* The activations, one line each in CT_ACT and CT_ACT_BWD; the values are
+ * CT_ACT_* of include/cltrain/model.h, whose ct_activations table names them
+ * and says which gradient reads the activation's input (GELU's) rather than
+ * its output (ReLU's). Written as macros over the element type VT (float,
+ * float8, float16), since OpenCL C 1.2 has no overloading; arguments are
+ * evaluated more than once, so pass plain names.
+ *   CT_ACT(VT, z, act): the activation of z.
+ *   CT_ACT_BWD(VT, g, t, act): the gradient g of the activation's output
+ *     taken through it: t is the output y for ReLU (g where y > 0, else 0),
+ *     the input z for GELU (g * GELU'(z)).
+ * GELU is the erf form, as PyTorch's nn.GELU() by default:
+ * GELU(z) = z/2 (1 + erf(z/sqrt 2)), GELU'(z) = (1 + erf(z/sqrt 2))/2 + z phi(z)
+ * with phi the standard normal density. */
 #define CT_ACT_LINEAR 0
 #define CT_ACT_RELU 1
+#define CT_ACT_GELU 2
+#define CT_GELU(VT, z) ((VT)(0.5f) * (z) * ((VT)(1.0f) + erf((z) * (VT)(M_SQRT1_2_F))))
+#define CT_GELU_GRAD(VT, z)                                                                              \
+    ((VT)(0.5f) * ((VT)(1.0f) + erf((z) * (VT)(M_SQRT1_2_F))) +                                        \
+     (z) * (VT)(0.3989422804014327f) * exp((VT)(-0.5f) * (z) * (z)))
+#define CT_ACT(VT, z, act)                                                                               \
+    ((act) == CT_ACT_RELU ? fmax((z), (VT)(0.0f)) : (act) == CT_ACT_GELU ? CT_GELU(VT, z) : (z))
+#define CT_ACT_BWD(VT, g, t, act)                                                                        \
+    ((act) == CT_ACT_RELU ? select((VT)(0.0f), (g), (t) > (VT)(0.0f))                                    \
+                          : (act) == CT_ACT_GELU ? (g) * CT_GELU_GRAD(VT, t) : (g))
 /* loads and stores of one float, of eight (float8) or of sixteen (float16), for kernels written
  * once over the element type by a macro (bn.cl, winograd.cl) */
 #define LD1(p) (*(p))

@@ -25,17 +25,17 @@ __kernel void shortcut_fwd(__global float *y, __global const float *a, __global 
     if (vw == 16) {
         float16 v = vload16(0, a + (size_t)p * C + c);
         if (c < SC) v += vload16(0, s + src_index(p, c, H, W, SH, SW, SC, S));
-        if (act == CT_ACT_RELU) v = fmax(v, (float16)(0.0f));
+        v = CT_ACT(float16, v, act);
         vstore16(v, 0, y + (size_t)p * C + c);
         return;
     }
     float v = a[(size_t)p * C + c];
     if (c < SC) v += s[src_index(p, c, H, W, SH, SW, SC, S)];
-    if (act == CT_ACT_RELU) v = fmax(v, 0.0f);
+    v = CT_ACT(float, v, act);
     y[(size_t)p * C + c] = v;
 }
 
-/* ds[b, y*S, x*S, c] += dy[b, y, x, c] for c < SC (dy already through the ReLU). gws = (SC / vw, n = B*H*W),
+/* ds[b, y*S, x*S, c] += dy[b, y, x, c] for c < SC (dy already through the activation). gws = (SC / vw, n = B*H*W),
  * vw as in shortcut_fwd (SC and C multiples of 16).
  * With projection=1 the host passes dcol = dy W^T [n, SC] as dy and C = SC: the scatter of the 1x1 conv. */
 __kernel void shortcut_bwd(__global float *ds, __global const float *dy, const int H, const int W, const int C,

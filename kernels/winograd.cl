@@ -223,7 +223,7 @@ __kernel void wino_w16(__global float *U, __global const float *w, const int wof
         __global float *row = y + (((size_t)b * OH + WINO_M * th + (r)) * OW + WINO_M * tw) * K + k;     \
         for (int j = 0; j < WINO_M && WINO_M * tw + j < OW; j++) {                                       \
             const VT v_ = e[j] + bk;                                                                     \
-            ST(act == CT_ACT_RELU ? fmax(v_, (VT)(0.0f)) : v_, row + j * K);                             \
+            ST(CT_ACT(VT, v_, act), row + j * K);                                                         \
         }                                                                                                \
     }
 #if WINO_M == 4

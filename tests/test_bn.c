@@ -1,14 +1,13 @@
 /* test_bn.c: batch normalisation. The float64 reference is checked by
  * central differences; the device layer (kernels/bn.cl) against the
  * reference in training mode (output, running averages, dx, dgamma, dbeta,
- * with and without ReLU) and in evaluation mode, outputs poisoned with NaN,
+ * linear, ReLU and GELU) and in evaluation mode, outputs poisoned with NaN,
  * on shapes with 1 to 1152 rows and odd channel counts. */
 #include "ct_test.h"
-#include "cltrain/model.h"
+#include "cltrain/layer.h"
 #include "cltrain/ref.h"
 
-static void test_ref_gradients(void **state) {
-    (void)state;
+static void check_ref_gradients(int act) {
     const int M = 7, C = 3;
     ct_rng r = ct_rng_make(5, 1, 2);
     float x[21], g[3], b[3], y[21], rr[21], dx[21], dg[3] = {0}, db[3] = {0};
@@ -16,8 +15,10 @@ static void test_ref_gradients(void **state) {
     ct_fill_rand(g, 3, &r, 1.5f);
     ct_fill_rand(b, 3, &r, 1);
     ct_fill_rand(rr, 21, &r, 1);
-    ref_bn_forward(y, NULL, NULL, x, g, b, M, C, 1e-5f, 0);
-    ref_bn_backward(dx, dg, db, rr, y, x, g, M, C, 1e-5f, 0);
+    float z[21];
+    ref_bn_forward(y, NULL, NULL, x, g, b, M, C, 1e-5f, act);
+    ref_bn_forward(z, NULL, NULL, x, g, b, M, C, 1e-5f, 0);
+    ref_bn_backward(dx, dg, db, rr, act == CT_ACT_GELU ? z : y, x, g, M, C, 1e-5f, act);
     double worst = 0;
     /* loss = sum(y * rr); perturb each input, gamma and beta */
     float *vars[3] = {x, g, b}, *grads[3] = {dx, dg, db};
@@ -27,28 +28,35 @@ static void test_ref_gradients(void **state) {
             float keep = vars[v][i], h = 1e-2f;
             double lp = 0, lm = 0;
             vars[v][i] = keep + h;
-            ref_bn_forward(y, NULL, NULL, x, g, b, M, C, 1e-5f, 0);
+            ref_bn_forward(y, NULL, NULL, x, g, b, M, C, 1e-5f, act);
             for (int k = 0; k < 21; k++) lp += (double)y[k] * rr[k];
             vars[v][i] = keep - h;
-            ref_bn_forward(y, NULL, NULL, x, g, b, M, C, 1e-5f, 0);
+            ref_bn_forward(y, NULL, NULL, x, g, b, M, C, 1e-5f, act);
             for (int k = 0; k < 21; k++) lm += (double)y[k] * rr[k];
             vars[v][i] = keep;
             double fd = (lp - lm) / (2.0 * h), err = fabs(fd - grads[v][i]) / (fabs(fd) + 1e-2);
             if (err > worst) worst = err;
             if (err > 2e-3) fprintf(stderr, "# var %d [%d]: fd %.6f analytic %.6f\n", v, i, fd, grads[v][i]);
         }
-    fprintf(stderr, "# batchnorm reference: worst relative error vs central differences %.2e\n", worst);
+    fprintf(stderr, "# batchnorm reference, %s: worst relative error vs central differences %.2e\n",
+            ct_activations[act].name, worst);
     assert_true(worst < 2e-3);
+}
+
+static void test_ref_gradients(void **state) {
+    (void)state;
+    check_ref_gradients(CT_ACT_LINEAR);
+    check_ref_gradients(CT_ACT_GELU); /* smooth, so no kink to step over */
 }
 
 /* x uniform in offset +- spread per element. x - mean carries the mean's
  * rounding, about float epsilon times the offset, which the normalisation
  * scales by 1/spread: the absolute tolerances grow with offset/spread. */
-static void check_bn_at(int B, int H, int W, int C, int relu, uint64_t seed, float offset, float spread) {
+static void check_bn_at(int B, int H, int W, int C, int act, uint64_t seed, float offset, float spread) {
     const double k = 1.0 + offset / spread / 10.0;
     char cfg[512];
     snprintf(cfg, sizeof cfg, "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=3\n[maxpool]\nsize=1\n[batchnorm]\nactivation=%s\n"
-             "[dense]\noutputs=3\n[softmax]\n", H, W, C, relu ? "relu" : "linear");
+             "[dense]\noutputs=3\n[softmax]\n", H, W, C, ct_activations[act].name);
     ct_model m;
     assert_int_equal(ct_model_parse(&m, cfg, "bn-test"), 0);
     assert_int_equal(ct_model_setup(&m, &g_cl, B, CT_GEMM_NATIVE), 0);
@@ -75,10 +83,10 @@ static void check_bn_at(int B, int H, int W, int C, int relu, uint64_t seed, flo
     ct_cl_write(&g_cl, L->dx, 0, n * 4, nan);
     ct_layer_forward(&m, 1, B);
     double *mean = malloc(sizeof(double) * C), *is = malloc(sizeof(double) * C);
-    ref_bn_forward(y, mean, is, x, gamma, beta, M, C, 1e-5f, relu);
+    ref_bn_forward(y, mean, is, x, gamma, beta, M, C, 1e-5f, act);
     ct_cl_read(&g_cl, L->out, 0, n * 4, got);
     char what[96];
-    snprintf(what, sizeof what, "bn fwd B%d %dx%dx%d %s", B, H, W, C, relu ? "relu" : "linear");
+    snprintf(what, sizeof what, "bn fwd B%d %dx%dx%d %s", B, H, W, C, ct_activations[act].name);
     assert_true(ct_compare(what, got, y, n, 1e-4, 1e-5 * k));
     /* running averages after one step from (0, 1), momentum 0.1, unbiased variance */
     float *run = malloc(sizeof(float) * 2 * C), *want_run = malloc(sizeof(float) * 2 * C);
@@ -96,7 +104,11 @@ static void check_bn_at(int B, int H, int W, int C, int relu, uint64_t seed, flo
     ct_model_zero_grad(&m);
     ct_layer_backward(&m, 1, B);
     float *dg = calloc((size_t)C, 4), *db = calloc((size_t)C, 4), *gg = malloc(sizeof(float) * C);
-    ref_bn_backward(dx, dg, db, dy, y, x, gamma, M, C, 1e-5f, relu);
+    float *z = malloc(n * 4); /* GELU's gradient reads its input, recomputed by the kernels, never kept */
+    ref_bn_forward(z, NULL, NULL, x, gamma, beta, M, C, 1e-5f, CT_ACT_LINEAR);
+    assert_null(L->act_in);
+    ref_bn_backward(dx, dg, db, dy, act == CT_ACT_GELU ? z : y, x, gamma, M, C, 1e-5f, act);
+    free(z);
     ct_cl_read(&g_cl, L->dx, 0, n * 4, got);
     snprintf(what, sizeof what, "bn dx B%d %dx%dx%d", B, H, W, C);
     assert_true(ct_compare(what, got, dx, n, 1e-3, 1e-5 * k * sqrt(M)));
@@ -118,7 +130,7 @@ static void check_bn_at(int B, int H, int W, int C, int relu, uint64_t seed, flo
     for (size_t i = 0; i < n; i++) {
         int c = (int)(i % C);
         double v = gamma[c] * (x[i] - run[c]) / sqrt(run[C + c] + 1e-5) + beta[c];
-        y[i] = (float)(relu && v < 0 ? 0 : v);
+        y[i] = (float)ref_act(v, act);
     }
     snprintf(what, sizeof what, "bn eval B%d %dx%dx%d", B, H, W, C);
     assert_true(ct_compare(what, got, y, n, 1e-4, 1e-5));
@@ -127,8 +139,8 @@ static void check_bn_at(int B, int H, int W, int C, int relu, uint64_t seed, flo
     ct_model_free(&m);
 }
 
-static void check_bn(int B, int H, int W, int C, int relu, uint64_t seed) {
-    check_bn_at(B, H, W, C, relu, seed, 1.5f, 3.0f); /* a mean away from 0 */
+static void check_bn(int B, int H, int W, int C, int act, uint64_t seed) {
+    check_bn_at(B, H, W, C, act, seed, 1.5f, 3.0f); /* a mean away from 0 */
 }
 
 static void test_device_vs_reference(void **state) {
@@ -140,6 +152,8 @@ static void test_device_vs_reference(void **state) {
     check_bn(3, 4, 5, 48, 0, 7);   /* C a multiple of 16: bn_fwd and bn_bwd_dx move 16 channels at once */
     check_bn(3, 1, 1, 33, 1, 4);   /* after a dense layer */
     check_bn(8, 12, 12, 8, 1, 5);  /* 1152 rows, 18 chunks */
+    check_bn(4, 5, 7, 3, CT_ACT_GELU, 8);  /* GELU: the scalar kernels */
+    check_bn(2, 6, 6, 16, CT_ACT_GELU, 9); /* bn_reduce8, and 16 channels at once */
     /* a mean 300 times the spread: sum of squares minus squared sum would
      * lose about 5 digits of the variance here (22500 against 0.08) */
     check_bn_at(8, 12, 12, 8, 0, 6, 150.0f, 0.5f);

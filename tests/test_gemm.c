@@ -83,6 +83,9 @@ static void test_native_alpha_beta_bias_relu(void **state) {
     check_shape(CT_GEMM_NATIVE, 0, 0, 37, 45, 29, 0.5f, 1.0f, 1, 1, 2);
     check_shape(CT_GEMM_NATIVE, 1, 0, 37, 45, 29, -1.5f, 0.25f, 1, 0, 3);
     check_shape(CT_GEMM_NATIVE, 0, 1, 19, 50, 23, 1.0f, 0.0f, 1, 1, 4);
+    /* GELU (CT_ACT_GELU), as every program's epilogue and the split-K reduction apply it */
+    check_shape(CT_GEMM_NATIVE, 0, 0, 37, 45, 29, 0.5f, 1.0f, 1, 2, 20);
+    check_shape_k(CT_GEMM_NATIVE, 1, 1, 0, 67, 131, 4111, 0.5f, 1.0f, 1, 2, 21);
 }
 
 static void test_native_split_k(void **state) {
@@ -187,6 +190,7 @@ static void test_clblast_path(void **state) {
     check_shape(CT_GEMM_CLBLAST, 0, 0, 31, 33, 97, 1.0f, 0.0f, 1, 1, 12);
     check_shape(CT_GEMM_CLBLAST, 1, 0, 64, 17, 200, 1.0f, 1.0f, 0, 0, 13);
     check_shape(CT_GEMM_CLBLAST, 0, 1, 13, 8, 5, 2.0f, 0.5f, 0, 0, 14);
+    check_shape(CT_GEMM_CLBLAST, 0, 0, 31, 33, 97, 1.0f, 0.0f, 1, 2, 22); /* GELU after CLBlast, by gemm_reduce */
 }
 
 static void add_cfg(const ct_gemm_cfg *c) {

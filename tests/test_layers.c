@@ -17,7 +17,7 @@
  * steps, u8 input conversion, accumulation semantics, the non-finite check.
  * Skipped without an OpenCL device. */
 #include "ct_test.h"
-#include "cltrain/model.h"
+#include "cltrain/layer.h"
 #include "cltrain/optim.h"
 #include "cltrain/ref.h"
 
@@ -104,7 +104,7 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     int n = snprintf(tag, sizeof tag, "layer %d %s B%d %dx%dx%d->%dx%dx%d", i, names[L->type], B, L->ih, L->iw, L->ic,
                      L->oh, L->ow, L->oc);
     if (L->type != CT_L_DENSE) n += snprintf(tag + n, sizeof tag - (size_t)n, " k%d s%d p%d", L->k, L->stride, L->pad);
-    snprintf(tag + n, sizeof tag - (size_t)n, "%s", L->act ? " relu" : "");
+    snprintf(tag + n, sizeof tag - (size_t)n, "%s%s", L->act ? " " : "", L->act ? ct_activations[L->act].name : "");
     float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
     const float *W = P + L->w_off, *bias = P + L->b_off;
     if (L->type == CT_L_CONV) { /* the --conv rule */
@@ -124,16 +124,17 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
                                                                 : 0);
     }
 
-    /* forward */
-    dev_poison(L->out, nout);
-    ct_layer_forward(m, i, B);
-    float *y = dev_read(L->out, nout), *want = malloc(nout * 4 + 4);
+    /* forward; with an activation whose gradient reads its input (GELU), first
+     * as evaluation runs it (fused into the layer's kernels), then as
+     * training does (the kernels linear, then act_fwd keeping the input) */
+    float *y = NULL, *want = malloc(nout * 4 + 4), *z = malloc(nout * 4 + 4);
     ref_conv_shape s = conv_shape(L, B);
     int K = L->ih * L->iw * L->ic;
     double atol = 0;
     switch (L->type) {
     case CT_L_CONV:
         ref_conv_forward(&s, want, x, W, bias, L->act);
+        ref_conv_forward(&s, z, x, W, bias, CT_ACT_LINEAR);
         atol = sum_atol((size_t)L->k * L->k * L->ic, amax(x, nin), amax(W, L->n_w));
         break;
     case CT_L_MAXPOOL:
@@ -141,11 +142,28 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
         break;  /* a copy of one input: exact */
     case CT_L_DENSE:
         ref_gemm(0, 0, B, L->oc, K, 1.0f, x, K, W, L->oc, 0.0f, want, L->oc, bias, L->act);
+        ref_gemm(0, 0, B, L->oc, K, 1.0f, x, K, W, L->oc, 0.0f, z, L->oc, bias, CT_ACT_LINEAR);
         atol = sum_atol((size_t)K, amax(x, nin), amax(W, L->n_w));
         break;
     }
-    snprintf(what, sizeof what, "%s forward", tag);
-    assert_true(ct_compare(what, y, want, nout, atol ? 1e-4 : 0, atol));
+    int grad_in = ct_activations[L->act].grad_reads_input;
+    for (int training = !grad_in; training <= 1; training++) {
+        m->training = training;
+        assert_true((L->act_in != NULL) == grad_in && ct_fused_act(m, L) == (training && grad_in ? CT_ACT_LINEAR : L->act));
+        dev_poison(L->out, nout);
+        ct_layer_forward(m, i, B);
+        free(y);
+        y = dev_read(L->out, nout);
+        snprintf(what, sizeof what, "%s forward%s", tag, grad_in ? (training ? " (training)" : " (fused)") : "");
+        assert_true(ct_compare(what, y, want, nout, atol ? 1e-4 : 0, atol));
+    }
+    if (grad_in) { /* the kept input */
+        float *kept = dev_read(L->act_in, nout);
+        snprintf(what, sizeof what, "%s kept pre-activation", tag);
+        assert_true(ct_compare(what, kept, z, nout, 1e-4, atol));
+        memcpy(z, kept, nout * 4); /* the backward reads these */
+        free(kept);
+    }
 
     /* backward */
     cl_mem dyb = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
@@ -161,12 +179,12 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     float *grads = dev_read(m->grads, np), *dx = L->dx ? dev_read(L->dx, nin) : NULL;
     float *wg = malloc(np * 4 + 4), *wdx = malloc(nin * 4 + 4), *dym = malloc(nout * 4 + 4);
     memcpy(wg, g0, np * 4);
-    for (size_t j = 0; j < nout; j++) dym[j] = L->act && !(y[j] > 0) ? 0.0f : dy[j];
+    for (size_t j = 0; j < nout; j++) dym[j] = (float)ref_act_bwd(dy[j], grad_in ? z[j] : y[j], L->act);
     double atol_w = 0, atol_b = 0, atol_x = 1e-6;
     size_t rows = (size_t)B * L->oh * L->ow;
     switch (L->type) {
     case CT_L_CONV:
-        ref_conv_backward(&s, wdx, wg + L->w_off, wg + L->b_off, dy, y, x, W, L->act);
+        ref_conv_backward(&s, wdx, wg + L->w_off, wg + L->b_off, dy, grad_in ? z : y, x, W, L->act);
         atol_w = sum_atol(rows, amax(x, nin), 1);
         atol_b = sum_atol(rows, 1, 1);
         atol_x = sum_atol((size_t)L->k * L->k * L->oc, 1, amax(W, L->n_w));
@@ -203,13 +221,15 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
         snprintf(what, sizeof what, "%s dx", tag);
         assert_true(ct_compare(what, dx, wdx, nin, 1e-4, atol_x));
     }
-    /* documented: ReLU backward is applied to dy in place */
+    /* documented: the activation's backward is applied to dy in place (ReLU's exactly) */
     if (L->act) {
         float *dy_after = dev_read(dyb, nout);
-        assert_memory_equal(dy_after, dym, nout * 4);
+        if (L->act == CT_ACT_RELU) assert_memory_equal(dy_after, dym, nout * 4);
+        snprintf(what, sizeof what, "%s dy through the activation", tag);
+        assert_true(ct_compare(what, dy_after, dym, nout, 1e-5, 1e-6));
         free(dy_after);
     }
-    free(x); free(y); free(want); free(dy); free(g0); free(grads); free(dx); free(wg); free(wdx); free(dym);
+    free(x); free(y); free(z); free(want); free(dy); free(g0); free(grads); free(dx); free(wg); free(wdx); free(dym);
 }
 
 /* A model whose layer 1 is the layer under test: [maxpool] size=1 (identity)
@@ -228,21 +248,21 @@ static void run_single(const char *cfg, int batch, int B, int layer, uint64_t se
 
 /* ---------------- conv ---------------- */
 
-typedef struct conv_case { int batch, B, H, W, C, K, k, s, p, relu; } conv_case;
+typedef struct conv_case { int batch, B, H, W, C, K, k, s, p, act; } conv_case; /* act: CT_ACT_* */
 
 /* the conv cases, run with each --conv */
 static const conv_case conv_cases[] = {
-    /* batch B  H   W   C   K  k  s  p relu */
+    /* batch B  H   W   C   K  k  s  p act */
     {1, 1, 5, 5, 1, 1, 3, 1, 0, 1},
-    {2, 2, 7, 9, 3, 5, 3, 1, 1, 1},
+    {2, 2, 7, 9, 3, 5, 3, 1, 1, 2},
     {3, 3, 7, 9, 1, 13, 3, 2, 1, 0},
     {1, 1, 8, 8, 13, 5, 1, 1, 0, 1},
     {2, 2, 9, 7, 5, 13, 5, 2, 2, 1},
     {2, 2, 6, 6, 2, 3, 5, 1, 0, 0},
     {1, 1, 11, 11, 3, 17, 3, 2, 0, 1},
-    {5, 3, 4, 4, 7, 33, 3, 1, 1, 1},   /* partial batch */
+    {5, 3, 4, 4, 7, 33, 3, 1, 1, 2},   /* partial batch */
     {2, 1, 5, 5, 67, 65, 3, 1, 1, 1},  /* more channels than a 64-wide work-group */
-    {2, 2, 7, 5, 16, 5, 3, 2, 1, 1},   /* C a multiple of 16: the float16 im2col/col2im paths */
+    {2, 2, 7, 5, 16, 5, 3, 2, 1, 2},   /* C a multiple of 16: the float16 im2col/col2im paths */
     {1, 1, 6, 6, 48, 3, 3, 1, 1, 1},
     {1, 1, 6, 7, 2, 3, 3, 3, 0, 0},    /* k == s: disjoint windows, the last column unread */
     {1, 1, 8, 8, 3, 4, 2, 3, 1, 1},    /* stride 3 > size 2: inputs no window reads */
@@ -261,7 +281,7 @@ static int run_conv_cases(const conv_case *cases, size_t n, uint64_t seed, int f
                      "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=2\n%s"
                      "[conv]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\nactivation=%s\n[dense]\noutputs=2\n[softmax]\n",
                      t->H, t->W, t->C, first ? "" : "[maxpool]\nsize=1\n", t->K, t->k, t->s, t->p,
-                     t->relu ? "relu" : "linear");
+                     ct_activations[t->act].name);
             run_single(cfg, t->batch, t->B, first ? 0 : 1, seed + c, 1.0f);
         }
         wino += (g_conv_algo == CT_CONV_WINOGRAD || g_conv_algo == CT_CONV_WINOGRAD4) && t->k == 3 && t->s == 1;
@@ -284,18 +304,18 @@ static void test_conv_winograd(void **state) {
     (void)state;
     CT_NEED_CL();
     static const conv_case wcases[] = {
-        /* batch B  H   W   C   K  k  s  p relu */
+        /* batch B  H   W   C   K  k  s  p act */
         {2, 2, 7, 5, 3, 4, 3, 1, 0, 0},
         {3, 3, 5, 8, 6, 7, 3, 1, 2, 1},
         {2, 1, 9, 9, 17, 33, 3, 1, 1, 1},
         {2, 1, 9, 6, 24, 29, 3, 1, 1, 1},  /* 16 + 8 channels, 16 + 8 + 5: each vector width */
         {4, 4, 3, 3, 1, 2, 3, 1, 1, 0},    /* one tile, mostly padding */
-        {2, 2, 16, 16, 32, 32, 3, 1, 1, 1},
+        {2, 2, 16, 16, 32, 32, 3, 1, 1, 2},
         {1, 1, 11, 6, 70, 66, 3, 1, 1, 0},
         {2, 2, 5, 4, 9, 5, 3, 1, 3, 1},    /* pad 3: the data gradient's pad is -1 */
         /* F(4x4) on a CPU runs these through wino_fused (forward, data gradient or both) */
-        {2, 2, 9, 7, 16, 16, 3, 1, 1, 1},  /* cut tiles, 16-wide input path */
-        {2, 1, 6, 5, 5, 16, 3, 1, 1, 0},   /* scalar input path; the data gradient unfused (5 outputs) */
+        {2, 2, 9, 7, 16, 16, 3, 1, 1, 2},  /* cut tiles, 16-wide input path */
+        {2, 1, 6, 5, 5, 16, 3, 1, 1, 2},   /* scalar input path; the data gradient unfused (5 outputs) */
         {3, 3, 7, 7, 8, 16, 3, 1, 0, 1},   /* 8-wide input path, pad 0 (data gradient pad 2) */
         {2, 2, 6, 6, 16, 5, 3, 1, 1, 1},   /* the data gradient fused alone */
         {1, 1, 8, 8, 64, 32, 3, 1, 1, 1},  /* 64 input channels: the most wino_fused holds */
@@ -329,18 +349,18 @@ static void test_conv_direct(void **state) {
     (void)state;
     CT_NEED_CL();
     static const conv_case dcases[] = {
-        /* batch B  H   W   C   K  k  s  p relu */
-        {2, 2, 7, 9, 3, 16, 3, 1, 1, 1},   /* RGB 3x3: interior and border windows */
+        /* batch B  H   W   C   K  k  s  p act */
+        {2, 2, 7, 9, 3, 16, 3, 1, 1, 2},   /* RGB 3x3: interior and border windows */
         {3, 3, 28, 28, 1, 32, 3, 1, 0, 1}, /* mnist-cnn's first layer */
         {1, 1, 9, 7, 1, 48, 5, 2, 2, 0},   /* 5x5 stride 2, three output vectors */
-        {2, 1, 6, 5, 2, 64, 3, 2, 1, 1},   /* four output vectors, partial batch */
+        {2, 1, 6, 5, 2, 64, 3, 2, 1, 2},   /* four output vectors, partial batch */
         {1, 1, 5, 5, 3, 16, 3, 1, 0, 1},   /* 9 pixels: empty strips */
         {2, 2, 4, 4, 1, 16, 4, 3, 1, 0},   /* 4x4 windows at stride 3 */
         {5, 5, 9, 9, 3, 32, 1, 1, 0, 1},   /* 1x1 */
         {1, 1, 8, 8, 2, 16, 4, 1, 2, 1},   /* 32 inputs per output: the most in registers */
         /* more inputs per output: the weight gradient per tap and run of up to 8 channels */
         {2, 2, 6, 6, 4, 16, 3, 1, 1, 1},   /* 36 inputs, runs of 4 */
-        {2, 2, 9, 8, 3, 64, 5, 1, 2, 1},   /* cifar-tf's first layer: 5x5 over RGB */
+        {2, 2, 9, 8, 3, 64, 5, 1, 2, 2},   /* cifar-tf's first layer: 5x5 over RGB */
         {1, 1, 6, 6, 13, 16, 3, 2, 1, 0},  /* 13 channels: runs of 1 */
         {1, 1, 7, 7, 12, 32, 3, 1, 1, 1},  /* 12 channels: runs of 6; 3x3 stride 1, Winograd's under auto */
         {2, 2, 9, 9, 16, 32, 3, 2, 1, 1},  /* resnet20's stride-2 layers */
@@ -450,14 +470,14 @@ static void test_maxpool_ties(void **state) {
 
 /* ---------------- dense ---------------- */
 
-typedef struct dense_case { int B, h, w, c, O, classes, relu; } dense_case;
+typedef struct dense_case { int B, h, w, c, O, classes, act; } dense_case;
 
 static void test_dense(void **state) {
     (void)state;
     CT_NEED_CL();
     static const dense_case cases[] = {
-        {1, 1, 1, 1, 1, 2, 0}, {3, 1, 1, 7, 5, 3, 1}, {5, 3, 5, 2, 17, 11, 1},
-        {2, 1, 1, 33, 65, 2, 0}, {7, 1, 1, 100, 19, 13, 1}, {1, 2, 3, 5, 129, 31, 1},
+        {1, 1, 1, 1, 1, 2, 0}, {3, 1, 1, 7, 5, 3, 1}, {5, 3, 5, 2, 17, 11, 2},
+        {2, 1, 1, 33, 65, 2, 0}, {7, 1, 1, 100, 19, 13, 1}, {1, 2, 3, 5, 129, 31, 2},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         const dense_case *t = &cases[c];
@@ -465,7 +485,7 @@ static void test_dense(void **state) {
         snprintf(cfg, sizeof cfg,
                  "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=%d\n[maxpool]\nsize=1\n"
                  "[dense]\noutputs=%d\nactivation=%s\n[dense]\noutputs=%d\n[softmax]\n",
-                 t->h, t->w, t->c, t->classes, t->O, t->relu ? "relu" : "linear", t->classes);
+                 t->h, t->w, t->c, t->classes, t->O, ct_activations[t->act].name, t->classes);
         run_single(cfg, t->B, t->B, 2, 400 + c, 1.0f);  /* layer 1 (dy from dx) and 2 (dy = dlogits) */
     }
 }

@@ -205,7 +205,7 @@ static const bad_case bad_cases[] = {
     {"number overflows", NET "[conv]\nfilters=99999999999999999999\nsize=3\n" TAIL, 6, 7, "filters="},
     {"classes=1", "[net]\nheight=8\nwidth=8\nchannels=1\nclasses=1\n[dense]\noutputs=1\n[softmax]\n", 1, 5, "classes=1"},
     {"unknown key", NET "[conv]\nfilters=4\nsize=3\nkernel=3\n" TAIL, 6, 9, "kernel"},
-    {"bad activation", NET "[conv]\nfilters=4\nsize=3\nactivation=tanh\n" TAIL, 6, 9, "tanh"},
+    {"bad activation", NET "[conv]\nfilters=4\nsize=3\nactivation=tanh\n" TAIL, 6, 9, "activation=tanh: expected one of linear, relu, gelu"},
     {"missing [net]", "[conv]\nfilters=4\nsize=3\n" TAIL, 1, 0, "[net]"},
     {"[net] not first", "# model\n[dense]\noutputs=3\n" NET "[softmax]\n", 2, 0, "[net]"},
     {"[net] twice", NET TAIL NET, 9, 0, "[net]"},
@@ -226,6 +226,7 @@ static const bad_case bad_cases[] = {
     /* keys that do not apply to the section: each was once accepted and ignored */
     {"activation on maxpool", NET "[maxpool]\nsize=2\nactivation=relu\n" TAIL, 8, 0, "[maxpool] takes no key 'activation'"},
     {"activation on avgpool", NET "[avgpool]\nactivation=relu\n" TAIL, 7, 0, "[avgpool] takes no key 'activation'"},
+    {"activation on globalmaxpool", NET "[globalmaxpool]\nactivation=gelu\n" TAIL, 7, 0, "[globalmaxpool] takes no key 'activation'"},
     {"activation on dropout", NET "[dropout]\nactivation=relu\n" TAIL, 7, 0, "[dropout] takes no key 'activation'"},
     {"avgpool with a window", NET "[avgpool]\nsize=2\n" TAIL, 7, 0, "[avgpool] takes no key 'size'"},
     {"pad on maxpool", NET "[maxpool]\nsize=2\npad=1\n" TAIL, 8, 0, "[maxpool] takes no key 'pad'"},

@@ -11,7 +11,9 @@
  * pre-activation across zero (a kink) are skipped and counted, and most must
  * remain. Max-pool inputs are distinct values at least 10*eps apart, so no
  * window changes its maximum. Softmax cross-entropy is smooth; its loss is
- * returned in double, so the difference is accurate to ~eps^2.
+ * returned in double, so the difference is accurate to ~eps^2. GELU is
+ * smooth too: its checks allow the central difference's own error,
+ * eps^2/6 max|GELU'''| (< 0.8) per output touched (inputs, weights <= 1).
  * Every check prints its max abs / rel error. */
 #include "ct_test.h"
 #include "cltrain/ref.h"
@@ -83,6 +85,12 @@ static void fd_report(const char *what, const fd_stats *st) {
             what, st->checked, st->skipped, st->max_abs, st->max_rel, st->bad);
 }
 
+/* the central difference's error on a smooth activation (GELU, act 2) over `touched` outputs */
+static double fd_smooth(int act, size_t touched, float eps) {
+    return act == 2 ? (double)eps * eps / 6 * 0.8 * (double)touched : 0;
+}
+static const char *act_name(int act) { return act == 2 ? "gelu" : act ? "relu" : "linear"; }
+
 /* ---------------- convolution ---------------- */
 
 typedef struct conv_ctx {
@@ -96,7 +104,7 @@ typedef struct conv_ctx {
 static double conv_eval(void *vctx, signed char *sign) {
     conv_ctx *c = vctx;
     ref_conv_forward(&c->s, c->y, c->x, c->w, c->b, c->act);
-    if (c->act) {
+    if (c->act == 1) {
         ref_conv_forward(&c->s, c->z, c->x, c->w, c->b, 0);
         for (size_t i = 0; i < c->ny; i++) sign[i] = c->z[i] > 0 ? 1 : c->z[i] < 0 ? -1 : 0;
     }
@@ -119,19 +127,20 @@ static void check_conv(int B, int H, int W, int C, int K, int k, int stride, int
     for (size_t i = 0; i < c.ny; i++) dy[i] = (float)c.r[i];
     ct_fill_nan(dx, nx);  /* dx is overwritten */
     ref_conv_forward(&c.s, c.y, c.x, c.w, c.b, act);
-    ref_conv_backward(&c.s, dx, dw, db, dy, c.y, c.x, c.w, act);
     ref_conv_forward(&c.s, c.z, c.x, c.w, c.b, 0);
+    ref_conv_backward(&c.s, dx, dw, db, dy, act == 2 ? c.z : c.y, c.x, c.w, act);
     double ymax = amax(c.z, c.ny), rtol = 1e-4;
     float eps = 1e-2f;
     /* an input touches at most k*k*K outputs (fewer with stride), a weight or bias B*OH*OW */
     size_t touch_x = (size_t)k * k * K, touch_w = (size_t)B * c.s.OH * c.s.OW;
     fd_stats sx = {0}, sw = {0}, sb = {0};
-    size_t nsign = act ? c.ny : 0;
-    fd_check("conv dx", c.x, dx, nx, eps, conv_eval, &c, nsign, rtol, fd_atol(touch_x, ymax, eps), &sx);
-    fd_check("conv dw", c.w, dw, nw, eps, conv_eval, &c, nsign, rtol, fd_atol(touch_w, ymax, eps), &sw);
-    fd_check("conv db", c.b, db, nb, eps, conv_eval, &c, nsign, rtol, fd_atol(touch_w, ymax, eps), &sb);
+    size_t nsign = act == 1 ? c.ny : 0;
+    double ax = fd_atol(touch_x, ymax, eps) + fd_smooth(act, touch_x, eps), aw = fd_atol(touch_w, ymax, eps) + fd_smooth(act, touch_w, eps);
+    fd_check("conv dx", c.x, dx, nx, eps, conv_eval, &c, nsign, rtol, ax, &sx);
+    fd_check("conv dw", c.w, dw, nw, eps, conv_eval, &c, nsign, rtol, aw, &sw);
+    fd_check("conv db", c.b, db, nb, eps, conv_eval, &c, nsign, rtol, aw, &sb);
     fprintf(stderr, "# conv B%d %dx%dx%d K%d k%d s%d p%d %s (max|y| %.3g, atol dx %.2g dw %.2g):\n", B, H, W, C, K, k,
-            stride, pad, act ? "relu" : "linear", ymax, fd_atol(touch_x, ymax, eps), fd_atol(touch_w, ymax, eps));
+            stride, pad, act_name(act), ymax, ax, aw);
     fd_report("  dx", &sx);
     fd_report("  dw", &sw);
     fd_report("  db", &sb);
@@ -142,7 +151,7 @@ static void check_conv(int B, int H, int W, int C, int K, int k, int stride, int
     assert_true(sx.checked * 2 >= (long)nx && sw.checked * 2 >= (long)nw);
     assert_true(sb.checked >= 1 || act);
     /* the ReLU mask: outputs are max(z, 0) of the linear outputs */
-    if (act) {
+    if (act == 1) {
         ref_conv_forward(&c.s, c.y, c.x, c.w, c.b, 1);
         ref_conv_forward(&c.s, c.z, c.x, c.w, c.b, 0);
         for (size_t i = 0; i < c.ny; i++) assert_true(c.y[i] == (c.z[i] > 0 ? c.z[i] : 0.0f));
@@ -169,6 +178,36 @@ static void test_conv_grad_relu(void **state) {
     check_conv(1, 7, 7, 1, 13, 3, 2, 1, 1, 12);
     check_conv(2, 6, 5, 5, 3, 1, 1, 0, 1, 13);
     check_conv(1, 8, 7, 2, 3, 5, 2, 2, 1, 14);
+}
+
+static void test_conv_grad_gelu(void **state) {
+    (void)state;
+    check_conv(2, 5, 7, 3, 5, 3, 1, 1, 2, 15);
+    check_conv(1, 7, 7, 1, 13, 3, 2, 1, 2, 16);
+    check_conv(1, 8, 7, 2, 3, 5, 2, 2, 2, 17);
+}
+
+/* GELU(z) = z Phi(z) and its derivative against PyTorch 1.13 (nn.GELU() and
+ * autograd, float64), and the derivative against central differences in double */
+static void test_gelu(void **state) {
+    (void)state;
+    static const double z[] = {-3, -1, -0.5, 0, 0.5, 1, 3};
+    static const double want[] = {-0.00404969409489031, -0.15865525393145702, -0.15426876936299344, 0,
+                                  0.34573123063700656, 0.841344746068543, 2.99595030590511};
+    static const double want_grad[] = {-0.01194564720418392, -0.08331547058768635, 0.13250487534383712, 0.5,
+                                       0.8674951246561629, 1.0833154705876864, 1.011945647204184};
+    for (int i = 0; i < 7; i++) {
+        assert_true(fabs(ref_act(z[i], 2) - want[i]) < 1e-15);
+        assert_true(fabs(ref_act_bwd(1.0, z[i], 2) - want_grad[i]) < 1e-15);
+    }
+    double worst = 0;
+    for (double t = -6; t <= 6; t += 0.0625) {
+        double h = 1e-5, fd = (ref_act(t + h, 2) - ref_act(t - h, 2)) / (2 * h);
+        worst = fmax(worst, fabs(fd - ref_act_bwd(1.0, t, 2)));
+    }
+    fprintf(stderr, "# GELU' against central differences on [-6, 6]: max abs err %.3g\n", worst);
+    assert_true(worst < 1e-9);
+    assert_true(ref_act_bwd(2.0, 0.0, 2) == 1.0); /* GELU'(0) = 1/2 */
 }
 
 /* dw and db accumulate, dx is overwritten */
@@ -298,7 +337,7 @@ static double dense_eval(void *vctx, signed char *sign) {
     dense_ctx *c = vctx;
     size_t ny = (size_t)c->B * c->O;
     ref_gemm(0, 0, c->B, c->O, c->I, 1.0f, c->x, c->I, c->w, c->O, 0.0f, c->y, c->O, c->b, c->act);
-    if (c->act) {
+    if (c->act == 1) {
         ref_gemm(0, 0, c->B, c->O, c->I, 1.0f, c->x, c->I, c->w, c->O, 0.0f, c->z, c->O, c->b, 0);
         for (size_t i = 0; i < ny; i++) sign[i] = c->z[i] > 0 ? 1 : c->z[i] < 0 ? -1 : 0;
     }
@@ -318,22 +357,23 @@ static void check_dense(int B, int I, int O, int act, uint64_t seed) {
     fill_r(c.r, ny, &g);
     for (int i = 0; i < B; i++) ones[i] = 1;
     ref_gemm(0, 0, B, O, I, 1.0f, c.x, I, c.w, O, 0.0f, c.y, O, c.b, act);
-    /* dy = r masked by the ReLU (as the device's relu_bwd does), then the three products */
-    for (size_t i = 0; i < ny; i++) dy[i] = act && !(c.y[i] > 0) ? 0.0f : (float)c.r[i];
+    ref_gemm(0, 0, B, O, I, 1.0f, c.x, I, c.w, O, 0.0f, c.z, O, c.b, 0);
+    /* dy = r through the activation (as the device's act_bwd does), then the three products */
+    for (size_t i = 0; i < ny; i++) dy[i] = (float)ref_act_bwd(c.r[i], act == 2 ? c.z[i] : c.y[i], act);
     ref_gemm(1, 0, I, O, B, 1.0f, c.x, I, dy, O, 0.0f, dw, O, NULL, 0);   /* dW = x^T dy */
     ref_gemm(1, 0, 1, O, B, 1.0f, ones, 1, dy, O, 0.0f, db, O, NULL, 0);  /* db = 1^T dy */
     ref_gemm(0, 1, B, I, O, 1.0f, dy, O, c.w, O, 0.0f, dx, I, NULL, 0);   /* dx = dy W^T */
     fd_stats sx = {0}, sw = {0}, sb = {0};
-    size_t nsign = act ? ny : 0;
-    ref_gemm(0, 0, B, O, I, 1.0f, c.x, I, c.w, O, 0.0f, c.z, O, c.b, 0);
+    size_t nsign = act == 1 ? ny : 0;
     double ymax = amax(c.z, ny), rtol = 1e-4;
     float eps = 1e-2f;
     /* an input touches O outputs, a weight or bias B */
-    fd_check("dense dx", c.x, dx, nx, eps, dense_eval, &c, nsign, rtol, fd_atol((size_t)O, ymax, eps), &sx);
-    fd_check("dense dw", c.w, dw, nw, eps, dense_eval, &c, nsign, rtol, fd_atol((size_t)B, ymax, eps), &sw);
-    fd_check("dense db", c.b, db, O, eps, dense_eval, &c, nsign, rtol, fd_atol((size_t)B, ymax, eps), &sb);
-    fprintf(stderr, "# dense B%d %d->%d %s (max|y| %.3g, atol dx %.2g dw %.2g):\n", B, I, O, act ? "relu" : "linear",
-            ymax, fd_atol((size_t)O, ymax, eps), fd_atol((size_t)B, ymax, eps));
+    double ax = fd_atol((size_t)O, ymax, eps) + fd_smooth(act, (size_t)O, eps);
+    double aw = fd_atol((size_t)B, ymax, eps) + fd_smooth(act, (size_t)B, eps);
+    fd_check("dense dx", c.x, dx, nx, eps, dense_eval, &c, nsign, rtol, ax, &sx);
+    fd_check("dense dw", c.w, dw, nw, eps, dense_eval, &c, nsign, rtol, aw, &sw);
+    fd_check("dense db", c.b, db, O, eps, dense_eval, &c, nsign, rtol, aw, &sb);
+    fprintf(stderr, "# dense B%d %d->%d %s (max|y| %.3g, atol dx %.2g dw %.2g):\n", B, I, O, act_name(act), ymax, ax, aw);
     fd_report("  dx", &sx);
     fd_report("  dw", &sw);
     fd_report("  db", &sb);
@@ -350,6 +390,8 @@ static void test_dense_grad(void **state) {
     check_dense(4, 17, 13, 1, 3);
     check_dense(2, 36, 3, 0, 4);
     check_dense(5, 23, 2, 1, 5);
+    check_dense(4, 17, 13, 2, 6);
+    check_dense(3, 9, 31, 2, 7);
 }
 
 /* ---------------- softmax cross-entropy ---------------- */
@@ -476,6 +518,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_grad_linear),
         cmocka_unit_test(test_conv_grad_relu),
+        cmocka_unit_test(test_conv_grad_gelu),
+        cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_conv_accumulates),
         cmocka_unit_test(test_maxpool_grad),
         cmocka_unit_test(test_maxpool_ties),

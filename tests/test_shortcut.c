@@ -1,5 +1,5 @@
 /* test_shortcut.c: the [shortcut] residual layer. The float64 reference
- * (src/ref/shortcut.c) against central differences, with and without ReLU,
+ * (src/ref/shortcut.c) against central differences, linear, ReLU and GELU,
  * on a shape that subsamples (stride 2, odd sizes) and zero-pads channels;
  * the device kernels against it (outputs poisoned with NaN, odd batch);
  * the sequencer's routing of the gradient into the earlier layer (its own
@@ -25,7 +25,7 @@ static double loss_of(const float *a, const float *s, const float *r, int act) {
 
 static void test_ref_gradients(void **state) {
     (void)state;
-    for (int act = 0; act < 2; act++) {
+    for (int act = 0; act < CT_ACT_COUNT; act++) {
         ct_rng g = ct_rng_make(11, 2, (uint64_t)act);
         float a[NA], s[NS], r[NA], y[NA], da[NA], ds[NS] = {0};
         ct_fill_rand(a, NA, &g, 1);
@@ -35,8 +35,10 @@ static void test_ref_gradients(void **state) {
         ref_shortcut_forward(y, a, s, B, H, W, C, SH, SW, SC, S, 0);
         for (int i = 0; i < NA; i++)
             if (fabsf(y[i]) < 0.01f) a[i] += 0.05f;
+        float z[NA]; /* GELU's gradient reads its input */
+        ref_shortcut_forward(z, a, s, B, H, W, C, SH, SW, SC, S, 0);
         ref_shortcut_forward(y, a, s, B, H, W, C, SH, SW, SC, S, act);
-        ref_shortcut_backward(da, ds, r, y, B, H, W, C, SH, SW, SC, S, act);
+        ref_shortcut_backward(da, ds, r, act == CT_ACT_GELU ? z : y, B, H, W, C, SH, SW, SC, S, act);
         float *vars[2] = {a, s}, *grads[2] = {da, ds};
         int counts[2] = {NA, NS}, checked = 0, unsampled_zero = 1;
         double worst = 0, h = 1e-3;
@@ -76,7 +78,7 @@ static double loss_of_proj(const float *a, const float *s, const float *w, const
 
 static void test_ref_proj_gradients(void **state) {
     (void)state;
-    for (int act = 0; act < 2; act++) {
+    for (int act = 0; act < CT_ACT_COUNT; act++) {
         ct_rng g = ct_rng_make(12, 2, (uint64_t)act);
         float a[NA], s[NSP], w[SP * C], bias[C], r[NA], y[NA], da[NA], ds[NSP] = {0}, dw[SP * C] = {0}, db[C] = {0};
         ct_fill_rand(a, NA, &g, 1);
@@ -87,8 +89,10 @@ static void test_ref_proj_gradients(void **state) {
         ref_shortcut_proj_forward(y, a, s, w, bias, B, H, W, C, SH, SW, SP, S, 0);
         for (int i = 0; i < NA; i++) /* away from the ReLU's kink, as above */
             if (fabsf(y[i]) < 0.02f) a[i] += 0.1f;
+        float z[NA];
+        ref_shortcut_proj_forward(z, a, s, w, bias, B, H, W, C, SH, SW, SP, S, 0);
         ref_shortcut_proj_forward(y, a, s, w, bias, B, H, W, C, SH, SW, SP, S, act);
-        ref_shortcut_proj_backward(da, ds, dw, db, r, y, s, w, B, H, W, C, SH, SW, SP, S, act);
+        ref_shortcut_proj_backward(da, ds, dw, db, r, act == CT_ACT_GELU ? z : y, s, w, B, H, W, C, SH, SW, SP, S, act);
         float *vars[4] = {a, s, w, bias}, *grads[4] = {da, ds, dw, db};
         int counts[4] = {NA, NSP, SP * C, C}, checked = 0, unsampled = 0, unsampled_zero = 1;
         double worst = 0, h = 1e-3;
@@ -154,8 +158,13 @@ static int routed_share(ct_model *m, int b, const float *ds, size_t ns, float *o
     return shared;
 }
 
-static void check_device(const char *text, int stride) {
+static void check_device(const char *relu_text, int stride, int act) {
     ct_model m;
+    char text[1024];
+    snprintf(text, sizeof text, "%s", relu_text);
+    char *at = strstr(text, "activation=relu");
+    memcpy(at + 11, ct_activations[act].name, 4); /* relu, gelu */
+    double tol = act == CT_ACT_GELU ? 1e-6 : 0;
     assert_int_equal(ct_model_parse(&m, text, "shortcut-test"), 0);
     assert_int_equal(ct_model_setup(&m, &g_cl, 4, CT_GEMM_NATIVE), 0);
     ct_model_init_weights(&m, 5);
@@ -175,25 +184,39 @@ static void check_device(const char *text, int stride) {
     ct_cl_write(&g_cl, L0->out, 0, ns * 4, s);
     ct_cl_write(&g_cl, L1->out, 0, na * 4, a);
     ct_cl_write(&g_cl, L->out, 0, na * 4, nan);
+    ref_shortcut_forward(want, a, s, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, stride, act);
+    if (act == CT_ACT_GELU) { /* evaluation: fused into shortcut_fwd */
+        m.training = 0;
+        ct_layer_forward(&m, 2, b);
+        ct_cl_read(&g_cl, L->out, 0, na * 4, got);
+        assert_true(ct_compare("shortcut forward (GELU fused)", got, want, na, tol, tol));
+        ct_cl_write(&g_cl, L->out, 0, na * 4, nan);
+        m.training = 1;
+    }
     ct_layer_forward(&m, 2, b);
     ct_cl_read(&g_cl, L->out, 0, na * 4, got);
-    ref_shortcut_forward(want, a, s, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, stride, 1);
-    assert_true(ct_compare("shortcut forward", got, want, na, 0, 0));
-    /* backward: dx of the shortcut is the ReLU-masked dy */
+    assert_true(ct_compare("shortcut forward", got, want, na, tol, tol));
+    float *t = want; /* what the activation's gradient reads: its output, or for GELU the input kept */
+    if (act == CT_ACT_GELU) {
+        t = malloc(na * 4);
+        ct_cl_read(&g_cl, L->act_in, 0, na * 4, t);
+    }
+    /* backward: dx of the shortcut is dy through the activation */
     ct_cl_write(&g_cl, m.layers[3].dx, 0, na * 4, dy);
     ct_cl_write(&g_cl, L->dx, 0, na * 4, nan);
     ct_layer_backward(&m, 2, b);
     ct_cl_read(&g_cl, L->dx, 0, na * 4, got);
-    ref_shortcut_backward(da, ds, dy, want, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, stride, 1);
-    assert_true(ct_compare("shortcut backward (its input)", got, da, na, 0, 0));
+    ref_shortcut_backward(da, ds, dy, t, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, L0->oc, stride, act);
+    if (t != want) free(t);
+    assert_true(ct_compare("shortcut backward (its input)", got, da, na, tol, tol));
     /* layer 1's backward writes the gradient of layer 0's output; the shortcut adds its share */
     int shared = routed_share(&m, b, ds, ns, own, both);
     fprintf(stderr, "# stride %d: %d of %zu gradient values of layer 0's output get a share from the shortcut\n", stride,
             shared, ns);
-    /* subsampled: only every S-th pixel's first SC channels; identity: all but those ReLU zeroed */
-    assert_true(shared > 0 && (size_t)shared < ns);
+    /* subsampled: only every S-th pixel's first SC channels; identity: all but those ReLU zeroed (all with GELU) */
+    assert_true(shared > 0 && ((size_t)shared < ns || (stride == 1 && act == CT_ACT_GELU)));
     if (stride == 1) assert_true((size_t)shared > ns / 4);
-    assert_true(ct_compare("gradient into layer 0 (conv's own + shortcut's)", both, own, ns, 1e-6, 1e-7));
+    assert_true(ct_compare("gradient into layer 0 (conv's own + shortcut's)", both, own, ns, 1e-6, tol ? 4 * tol : 1e-7));
     free(a); free(s); free(want); free(got); free(dy); free(ds); free(own); free(both); free(da); free(nan);
     ct_model_free(&m);
 }
@@ -201,10 +224,12 @@ static void check_device(const char *text, int stride) {
 static void test_device(void **state) {
     (void)state;
     CT_NEED_CL();
-    check_device(cfg, 2);
-    check_device(cfg_identity, 1);
-    check_device(cfg_wide, 2);
-    check_device(cfg_wide_identity, 1);
+    for (int act = CT_ACT_RELU; act <= CT_ACT_GELU; act++) {
+        check_device(cfg, 2, act);
+        check_device(cfg_identity, 1, act);
+        check_device(cfg_wide, 2, act);
+        check_device(cfg_wide_identity, 1, act);
+    }
 }
 
 /* Layer 2, a projecting shortcut from layer 0 over layer 1, against the
@@ -258,9 +283,15 @@ static void check_projection(const char *text, int want_stride, int act) {
     ct_cl_write(&g_cl, L->dx, 0, na * 4, nan);
     ct_layer_backward(&m, 2, b);
     ct_cl_read(&g_cl, L->dx, 0, na * 4, got);
-    ref_shortcut_proj_backward(da, ds, dw, db, dy, want, s, p + L->w_off, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, sc,
+    float *t = want; /* GELU's gradient reads its input: what the forward kept */
+    if (act == CT_ACT_GELU) {
+        t = malloc(na * 4);
+        ct_cl_read(&g_cl, L->act_in, 0, na * 4, t);
+    }
+    ref_shortcut_proj_backward(da, ds, dw, db, dy, t, s, p + L->w_off, b, L->oh, L->ow, L->oc, L0->oh, L0->ow, sc,
                                want_stride, act);
-    assert_true(ct_compare("projection shortcut backward (its input)", got, da, na, 0, 0));
+    if (t != want) free(t);
+    assert_true(ct_compare("projection shortcut backward (its input)", got, da, na, act == CT_ACT_GELU ? 1e-5 : 0, act == CT_ACT_GELU ? 1e-6 : 0));
     ct_cl_read(&g_cl, m.grads, L->w_off * 4, L->n_w * 4, gw);
     ct_cl_read(&g_cl, m.grads, L->b_off * 4, L->n_b * 4, gw + L->n_w);
     assert_true(ct_compare("projection weight gradient", gw, dw, L->n_w, 1e-4, 1e-5));
@@ -287,6 +318,10 @@ static void test_device_projection(void **state) {
     check_projection("[net]\nheight=7\nwidth=7\nchannels=2\nclasses=3\n[conv]\nfilters=7\nsize=1\n[conv]\nfilters=5\nsize=3\n"
                      "pad=1\n[shortcut]\nfrom=-2\nprojection=1\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n",
                      1, 0);
+    /* stride 2 with GELU: the GEMM linear, then act_fwd keeping its input for the backward */
+    check_projection("[net]\nheight=9\nwidth=9\nchannels=2\nclasses=3\n[conv]\nfilters=3\nsize=1\n[conv]\nfilters=5\nsize=3\n"
+                     "stride=2\npad=1\n[shortcut]\nfrom=-2\nprojection=1\nactivation=gelu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n",
+                     2, CT_ACT_GELU);
 }
 
 static void test_parse(void **state) {

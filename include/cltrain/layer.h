@@ -52,16 +52,23 @@ typedef struct ct_layer_ops {
      * s->file, s->line and the section. */
     int (*shape)(ct_model *m, ct_layer *L, const ct_sect *s);
     double (*flops)(const ct_layer *L);  /* forward FLOPs per sample (multiply-add = 2); NULL: 0 */
-    /* Per-layer buffers and GEMM shapes for batch `batch`; raises *n. NULL: none. */
+    /* The type's device state (programs, kernels: OpenCL objects are per
+     * context) into *kind, called by ct_model_setup at the type's first
+     * layer; ct_layer_kind(m, L) returns it. release frees it (ct_model_free).
+     * NULL: none. */
+    int (*build)(ct_model *m, void **kind);
+    void (*release)(void *kind);
+    /* Per-layer buffers (in L->own) and GEMM shapes for batch `batch`; raises *n. NULL: none. */
     int (*setup)(ct_model *m, ct_layer *L, int batch, ct_needs *n);
     /* x: the layer's input [B, ih, iw, ic]; writes L->out */
     void (*forward)(ct_model *m, int i, cl_mem x, int B);
-    /* dy: gradient of L's (activated) output, ReLU already applied in place
-     * (by the sequencer, or when L->relu_next by the next layer's backward;
-     * with relu_inside set, the backward applies it itself: dy is as given);
+    /* dy: gradient of L's (activated) output, taken through the activation
+     * in place (by the sequencer, or for a ReLU with L->relu_next by the next
+     * layer's backward; with act_inside set, the backward applies it itself:
+     * dy is as given);
      * parameter gradients accumulate, L->dx (when not NULL) is overwritten */
     void (*backward)(ct_model *m, int i, cl_mem x, cl_mem dy, int B);
-    int relu_inside;           /* 1: backward masks dy by L's ReLU itself (batch norm: from x, no pass over y) */
+    int act_inside;            /* 1: backward takes dy through L's activation itself (batch norm: recomputed from x, no pass over y) */
     /* A layer reading a second, earlier output (L->from >= 0): add its
      * gradient w.r.t. that output into target [B, shape of layer from].
      * Called by the sequencer once layer from+1 has written target. */
@@ -79,6 +86,8 @@ typedef struct ct_layer_ops {
 /* Indexed by CT_L_*; a _Static_assert keeps it and the enum in step. */
 extern const ct_layer_ops *const ct_layer_table[CT_L_COUNT];
 static inline const ct_layer_ops *ct_layer_ops_of(const ct_layer *L) { return ct_layer_table[L->type]; }
+/* the device state L's type built (ct_layer_ops.build) */
+static inline void *ct_layer_kind(const ct_model *m, const ct_layer *L) { return m->kinds[L->type]; }
 
 /* Batch norm's parameters, the one place their layout is written: weights
  * gamma[C], running mean[C], running variance[C]; bias beta[C]. kernels/bn.cl
@@ -97,6 +106,14 @@ static inline size_t ct_out_size(const ct_layer *L) { return (size_t)L->oh * L->
  * shortcut.cl) over C channels: a CPU moves a pixel's channels 16 at a time
  * when C allows, a GPU one float per work-item (neighbours read neighbours) */
 static inline int ct_channel_vw(const ct_model *m, int C) { return m->cl->is_cpu && C % 16 == 0 ? 16 : 1; }
+/* The activation L's forward kernels apply. An activation whose gradient
+ * reads its input (GELU) runs split while training, unless the layer's
+ * backward recomputes that input (act_inside): the kernels write the
+ * pre-activation (linear), then the sequencer applies the activation,
+ * keeping its input in L->act_in. */
+static inline int ct_fused_act(const ct_model *m, const ct_layer *L) {
+    return L->act_in && m->training ? CT_ACT_LINEAR : L->act;
+}
 /* the output of layer j, or the network input for j == -1 */
 cl_mem ct_layer_output(const ct_model *m, int j);
 /* He-normal weights, zero biases (stream (seed, 0x1417, i)) */

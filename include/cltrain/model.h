@@ -10,9 +10,17 @@
 #include "cltrain/gemm.h"
 
 /* layer types: each has its file src/nn/layers/<name>.c and a line in ct_layer_table (cltrain/layer.h) */
-enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_SHORTCUT, CT_L_COUNT };
+enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_SHORTCUT, CT_L_GLOBALMAXPOOL,
+       CT_L_COUNT };
 extern const char *const ct_layer_names[];
-enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1 }; /* same values as kernels/prelude.cl */
+/* activations, fused into the layers' kernels: same values as kernels/prelude.cl, whose
+ * CT_ACT and CT_ACT_BWD hold one line for each */
+enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1, CT_ACT_GELU = 2, CT_ACT_COUNT };
+/* Indexed by CT_ACT_*: the name .cfg files write (activation=NAME), and 1 when its gradient
+ * reads its input (GELU: the layer keeps the pre-activation while training) rather than its
+ * output (ReLU). */
+typedef struct ct_activation { const char *name; int grad_reads_input; } ct_activation;
+extern const ct_activation ct_activations[CT_ACT_COUNT];
 /* --conv: how 3x3 stride-1 convolutions run (the others always use im2col +
  * GEMM): im2col + GEMM, Winograd F(2x2, 3x3) or F(4x4, 3x3). auto: Winograd
  * F(4x4, 3x3) on a CPU device for those with at least 8 input channels (with
@@ -50,7 +58,7 @@ static inline int ct_conv_rule(int algo, int k, int stride, int ic, int oc, int 
 }
 
 typedef struct ct_layer {
-    int type, act;             /* act: CT_ACT_LINEAR / CT_ACT_RELU, fused into the GEMM */
+    int type, act;             /* act: CT_ACT_*, fused into the layer's kernels */
     int ih, iw, ic, oh, ow, oc; /* per-sample input and output shape */
     int k, stride, pad;         /* conv and pool window */
     int wino;                   /* conv: 0, or m: runs as Winograd F(m x m, 3x3) (kernels/winograd.cl), not im2col + GEMM */
@@ -62,9 +70,12 @@ typedef struct ct_layer {
     cl_mem out;                 /* [batch, oh, ow, oc] */
     cl_mem dx;                  /* [batch, ih, iw, ic]: gradient w.r.t. the input (not for layer 0) */
     int relu_next;              /* act is ReLU and its backward is done by the next layer's (a maxpool's: kernels/pool.cl) */
+    cl_mem act_in;              /* the activation's input, kept by the forward for the backward when the
+                                   activation's gradient reads it (GELU) and the layer does not recompute it */
     cl_mem pool_arg;            /* maxpool: each maximum's window position, written by the forward for the backward */
     cl_mem fwd_keep;            /* conv: the last forward's im2col columns or Winograd V, kept for the weight gradient (or NULL) */
     cl_mem bn_stats, bn_sums;   /* batch norm: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each */
+    cl_mem own[4];              /* buffers its type's setup allocated for it (its file names them); the model releases them */
 } ct_layer;
 
 /* A conv layer whose algorithm --conv auto may take from the tuning database
@@ -75,6 +86,7 @@ static inline ct_conv_choice ct_conv_key(const ct_layer *L, int B) {
 }
 
 #define CT_MAX_LAYERS 64
+#define CT_MAX_LAYER_TYPES 32
 
 typedef struct ct_model {
     char name[256];
@@ -89,7 +101,7 @@ typedef struct ct_model {
     ct_gemm gemm;
     int batch;
     cl_program p_conv, p_pool, p_ops;
-    cl_kernel k_im2col, k_col2im, k_pool_fwd, k_pool_bwd, k_u8, k_relu_bwd, k_xent, k_nonfinite;
+    cl_kernel k_im2col, k_col2im, k_pool_fwd, k_pool_bwd, k_u8, k_act_bwd, k_act_fwd, k_xent, k_nonfinite;
     cl_mem params, grads, decay_mask; /* decay_mask: a uchar per parameter, 1 where weight decay applies */
     cl_mem input, input_u8, labels, loss, pred, dlogits, ws, ones, flag;
     cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
@@ -121,6 +133,8 @@ typedef struct ct_model {
         cl_kernel fwd, dw, wt, dx; /* dw: direct_dw or direct_dw_taps; wt, dx: for input channels in 16s */
     } direct[8];
     cl_mem ws2, ws3;            /* Winograd's second and third workspaces (m->ws holds the first) */
+    void *kinds[CT_MAX_LAYER_TYPES]; /* each layer type's device state (its programs and kernels), made by its
+                                        ct_layer_ops.build when setup meets its first layer, freed by .release */
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */
     int step;                   /* optimizer steps taken (Adam's bias correction, dropout masks) */
@@ -165,7 +179,7 @@ void ct_model_loss(ct_model *m, int B);
  * step) enqueues no layer but still calls on_layer_done for each layer. */
 void ct_model_backward(ct_model *m, int B, void (*on_layer_done)(void *ctx, int layer), void *ctx);
 /* One layer: input is the previous layer's out (or m->input), dy is the next
- * layer's dx (or m->dlogits). ReLU backward is applied to dy in place. */
+ * layer's dx (or m->dlogits). The activation's backward is applied to dy in place. */
 void ct_layer_forward(ct_model *m, int i, int B);
 void ct_layer_backward(ct_model *m, int i, int B);
 void ct_model_zero_grad(ct_model *m);

@@ -138,11 +138,11 @@ typedef struct { ct_model *m; cl_mem dz, y; int n; } relu_arg;
 static void relu_fn(void *p) {
     relu_arg *a = p;
     size_t gws = (size_t)a->n;
-    ct_kargs(a->m->k_relu_bwd, a->dz, a->y, a->n);
-    ct_cl_run(a->m->cl, a->m->k_relu_bwd, "relu_bwd", 1, &gws, NULL);
+    ct_kargs(a->m->k_act_bwd, a->dz, a->y, (int)CT_ACT_RELU, a->n);
+    ct_cl_run(a->m->cl, a->m->k_act_bwd, "act_bwd", 1, &gws, NULL);
 }
 
-/* The device's memory bandwidth, measured now: relu_bwd over 64 MB of
+/* The device's memory bandwidth, measured now: act_bwd (ReLU) over 64 MB of
  * negative y, which reads y and writes dz once each (best of 5, bytes read +
  * written per second). 0 when the buffers do not fit. */
 static double device_bandwidth(ct_model *m, ct_cl *cl) {
@@ -154,7 +154,7 @@ static double device_bandwidth(ct_model *m, ct_cl *cl) {
         CL_CHECK(clEnqueueFillBuffer(cl->queue, a.y, &neg, sizeof neg, 0, bytes, 0, NULL, NULL));
         ct_cl_fill0(cl, a.dz, 0, bytes);
         gbs = 2.0 * bytes / time_it(cl, relu_fn, &a, 5) * 1e-9;
-        printf("memory bandwidth of this device: %.1f GB/s (relu_bwd over 2 x 64 MB, measured now)\n", gbs);
+        printf("memory bandwidth of this device: %.1f GB/s (act_bwd (ReLU) over 2 x 64 MB, measured now)\n", gbs);
     }
     ct_cl_release(&a.dz);
     ct_cl_release(&a.y);

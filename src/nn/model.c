@@ -51,10 +51,15 @@ static int set_value(ct_sect *s, const ct_key *key, const char *name, const char
     char *end;
     errno = 0;
     if (key->type == CT_KEY_ACT) {
-        int *act = (int *)((char *)s + key->off);
-        if (!strcmp(v, "relu")) *act = CT_ACT_RELU;
-        else if (!strcmp(v, "linear")) *act = CT_ACT_LINEAR;
-        else return ct_fail(CT_EINPUT, "%s:%d: activation=%s: expected relu or linear", s->file, line, v);
+        int *act = (int *)((char *)s + key->off), a = 0;
+        while (a < CT_ACT_COUNT && strcmp(v, ct_activations[a].name)) a++;
+        if (a == CT_ACT_COUNT) {
+            char known[128] = "";
+            for (int j = 0; j < CT_ACT_COUNT; j++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "", ct_activations[j].name);
+            return ct_fail(CT_EINPUT, "%s:%d: activation=%s: expected one of %s", s->file, line, v, known);
+        }
+        *act = a;
     } else if (key->type == CT_KEY_PROB) {
         double d = strtod(v, &end);
         if (end == v || *end || !(d >= 0 && d < 1))
@@ -350,7 +355,7 @@ void ct_model_summary(const ct_model *m, FILE *out) {
         if (L->wino) fprintf(out, " wino%d", L->wino);
         if (L->direct) fprintf(out, " direct");
         if (L->from >= -1) fprintf(out, " + layer %d", L->from);
-        if (L->act == CT_ACT_RELU) fprintf(out, " relu");
+        if (L->act != CT_ACT_LINEAR) fprintf(out, " %s", ct_activations[L->act].name);
         fputc('\n', out);
     }
 }
@@ -384,7 +389,8 @@ static int build_kernels(ct_model *m, ct_cl *cl) {
     m->k_bn_fwd = ct_cl_kernel(m->p_bn, "bn_fwd");
     m->k_bn_grads = ct_cl_kernel(m->p_bn, "bn_grads");
     m->k_bn_dx = ct_cl_kernel(m->p_bn, "bn_bwd_dx");
-    m->k_relu_bwd = ct_cl_kernel(m->p_ops, "relu_bwd");
+    m->k_act_bwd = ct_cl_kernel(m->p_ops, "act_bwd");
+    m->k_act_fwd = ct_cl_kernel(m->p_ops, "act_fwd");
     m->k_xent = ct_cl_kernel(m->p_ops, "softmax_xent");
     m->k_nonfinite = ct_cl_kernel(m->p_ops, "nonfinite");
     return 0;
@@ -449,6 +455,11 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
             if ((rc = ct_cl_alloc(cl, &L->dx, ct_in_size(L) * batch * sizeof(float), what))) return rc;
         }
         const ct_layer_ops *o = ct_layer_ops_of(L);
+        if (o->build && !m->kinds[L->type] && (rc = o->build(m, &m->kinds[L->type]))) return rc;
+        if (ct_activations[L->act].grad_reads_input && !o->act_inside) {
+            snprintf(what, sizeof what, "layer %d pre-activation", i);
+            if ((rc = ct_cl_alloc(cl, &L->act_in, ct_out_size(L) * batch * sizeof(float), what))) return rc;
+        }
         if (o->setup && (rc = o->setup(m, L, batch, &need))) return rc;
     }
     if (need.bn_part) {
@@ -493,6 +504,8 @@ void ct_model_free(ct_model *m) {
         ct_cl_release(&m->layers[i].bn_sums);
         ct_cl_release(&m->layers[i].fwd_keep);
         ct_cl_release(&m->layers[i].pool_arg);
+        ct_cl_release(&m->layers[i].act_in);
+        for (int j = 0; j < 4; j++) ct_cl_release(&m->layers[i].own[j]);
     }
     ct_cl_release(&m->bn_p1);
     ct_cl_release(&m->bn_p2);
@@ -501,7 +514,7 @@ void ct_model_free(ct_model *m) {
                       &m->labels2[0], &m->labels2[1], &m->input_u8,
                       &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag, &m->ws2, &m->ws3};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
-    cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_relu_bwd, m->k_xent,
+    cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_act_bwd, m->k_act_fwd, m->k_xent,
                       m->k_nonfinite, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
                       m->k_bn_reduce, m->k_bn_reduce8, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd,
                       m->wino[0].in, m->wino[0].w, m->wino[0].out, m->wino[0].dy, m->wino[0].dw,
@@ -520,6 +533,8 @@ void ct_model_free(ct_model *m) {
         if (d->dx) clReleaseKernel(d->dx);
         if (d->p) clReleaseProgram(d->p);
     }
+    for (int t = 0; t < CT_L_COUNT; t++)
+        if (m->kinds[t]) ct_layer_table[t]->release(m->kinds[t]);
     if (m->gemm.cl) ct_gemm_free(&m->gemm);
     free(m->cfg);
     memset(m, 0, sizeof *m);
@@ -539,7 +554,13 @@ void ct_model_set_batch(ct_model *m, const uint8_t *images, const int32_t *label
 }
 
 void ct_layer_forward(ct_model *m, int i, int B) {
-    ct_layer_ops_of(&m->layers[i])->forward(m, i, ct_layer_output(m, i - 1), B);
+    ct_layer *L = &m->layers[i];
+    ct_layer_ops_of(L)->forward(m, i, ct_layer_output(m, i - 1), B);
+    if (ct_fused_act(m, L) != L->act) { /* split: the kernels wrote the pre-activation */
+        size_t n = (size_t)B * ct_out_size(L);
+        ct_kargs(m->k_act_fwd, L->out, L->act_in, L->act, (int)n);
+        ct_cl_run(m->cl, m->k_act_fwd, "act_fwd", 1, &n, NULL);
+    }
 }
 
 void ct_model_select_input(ct_model *m, int j) {
@@ -572,10 +593,10 @@ void ct_model_loss(ct_model *m, int B) {
 void ct_layer_backward(ct_model *m, int i, int B) {
     ct_layer *L = &m->layers[i];
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
-    if (L->act == CT_ACT_RELU && !L->relu_next && !ct_layer_ops_of(L)->relu_inside) {
+    if (L->act != CT_ACT_LINEAR && !L->relu_next && !ct_layer_ops_of(L)->act_inside) {
         size_t n = (size_t)B * ct_out_size(L);
-        ct_kargs(m->k_relu_bwd, dy, L->out, (int)n);
-        ct_cl_run(m->cl, m->k_relu_bwd, "relu_bwd", 1, &n, NULL);
+        ct_kargs(m->k_act_bwd, dy, ct_activations[L->act].grad_reads_input ? L->act_in : L->out, L->act, (int)n);
+        ct_cl_run(m->cl, m->k_act_bwd, "act_bwd", 1, &n, NULL);
     }
     ct_layer_ops_of(L)->backward(m, i, ct_layer_output(m, i - 1), dy, B);
     if (!L->dx) return;

@@ -15,13 +15,13 @@ void ref_bn_forward(float *y, double *mean, double *invstd, const float *x, cons
         if (invstd) invstd[c] = is;
         for (int r = 0; r < M; r++) {
             double o = gamma[c] * (x[(long)r * C + c] - mu) * is + beta[c];
-            if (act && o < 0) o = 0;
+            o = ref_act(o, act);
             y[(long)r * C + c] = (float)o;
         }
     }
 }
 
-void ref_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *y, const float *x,
+void ref_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *t, const float *x,
                      const float *gamma, int M, int C, float eps, int act) {
     double *mean = malloc(sizeof(double) * C), *is = malloc(sizeof(double) * C);
     float *tmp = malloc(sizeof(float) * (size_t)M * C);
@@ -31,7 +31,7 @@ void ref_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
         double sdy = 0, sdyx = 0;
         for (int r = 0; r < M; r++) {
             long i = (long)r * C + c;
-            double g = act && !(y[i] > 0) ? 0 : dy[i];
+            double g = ref_act_bwd(dy[i], t[i], act);
             sdy += g;
             sdyx += g * (x[i] - mean[c]) * is[c];
         }
@@ -39,7 +39,7 @@ void ref_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, co
         dgamma[c] += (float)sdyx;
         for (int r = 0; r < M; r++) {
             long i = (long)r * C + c;
-            double g = act && !(y[i] > 0) ? 0 : dy[i];
+            double g = ref_act_bwd(dy[i], t[i], act);
             double xh = (x[i] - mean[c]) * is[c];
             dx[i] = (float)(gamma[c] * is[c] * (g - sdy / M - xh * sdyx / M));
         }

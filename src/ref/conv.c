@@ -21,13 +21,13 @@ void ref_conv_forward(const ref_conv_shape *s, float *y, const float *x, const f
                             if (iy < 0 || iy >= s->H || ix < 0 || ix >= s->W) continue;
                             for (int c = 0; c < s->C; c++) sum += (double)x[XI(s, n, iy, ix, c)] * w[WI(s, ky, kx, c, k)];
                         }
-                    if (act && sum < 0) sum = 0;
+                    sum = ref_act(sum, act);
                     y[YI(s, n, oy, ox, k)] = (float)sum;
                 }
 }
 
 void ref_conv_backward(const ref_conv_shape *s, float *dx, float *dw, float *db, const float *dy,
-                       const float *y, const float *x, const float *w, int act) {
+                       const float *t, const float *x, const float *w, int act) {
     long nx = (long)s->B * s->H * s->W * s->C;
     double *gx = calloc((size_t)nx, sizeof *gx);
     for (int n = 0; n < s->B; n++)
@@ -35,8 +35,7 @@ void ref_conv_backward(const ref_conv_shape *s, float *dx, float *dw, float *db,
             for (int ox = 0; ox < s->OW; ox++)
                 for (int k = 0; k < s->K; k++) {
                     long yi = YI(s, n, oy, ox, k);
-                    double g = dy[yi];
-                    if (act && !(y[yi] > 0)) g = 0;
+                    double g = ref_act_bwd(dy[yi], t[yi], act);
                     if (db) db[k] += (float)g;
                     for (int ky = 0; ky < s->KH; ky++)
                         for (int kx = 0; kx < s->KW; kx++) {

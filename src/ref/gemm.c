@@ -14,7 +14,7 @@ void ref_gemm(int transA, int transB, int M, int N, int K, float alpha, const fl
             double c = alpha * s;
             if (beta != 0) c += (double)beta * C[(long)m * ldc + n];
             if (bias) c += bias[n];
-            if (act && c < 0) c = 0;
+            c = ref_act(c, act);
             C[(long)m * ldc + n] = (float)c;
         }
 }

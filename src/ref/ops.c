@@ -1,6 +1,19 @@
-/* ref/ops.c: the softmax cross-entropy reference in float64 (optimizers: ref/optim.c). */
+/* ref/ops.c: the activations and the softmax cross-entropy reference in
+ * float64 (optimizers: ref/optim.c). */
 #include "cltrain/ref.h"
 #include <math.h>
+
+double ref_act(double z, int act) {
+    if (act == 1) return z < 0 ? 0 : z;
+    if (act == 2) return 0.5 * z * (1 + erf(z / sqrt(2.0)));
+    return z;
+}
+
+double ref_act_bwd(double g, double t, int act) {
+    if (act == 1) return t > 0 ? g : 0;
+    if (act == 2) return g * (0.5 * (1 + erf(t / sqrt(2.0))) + t * exp(-0.5 * t * t) / sqrt(2 * M_PI));
+    return g;
+}
 
 double ref_softmax_xent_smooth(float *dlogits, const float *logits, const int32_t *labels, int B, int C, double e,
                               int *correct) {

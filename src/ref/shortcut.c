@@ -18,19 +18,19 @@ void ref_shortcut_forward(float *y, const float *a, const float *s, int B, int H
                 for (int c = 0; c < C; c++) {
                     long i = (((long)b * H + yy) * W + x) * C + c;
                     double v = (double)a[i] + (c < SC ? (double)s[src_index(b, yy, x, c, SH, SW, SC, S)] : 0.0);
-                    if (act && v < 0) v = 0;
+                    v = ref_act(v, act);
                     y[i] = (float)v;
                 }
 }
 
-void ref_shortcut_backward(float *da, float *ds, const float *dy, const float *y, int B, int H, int W, int C, int SH,
+void ref_shortcut_backward(float *da, float *ds, const float *dy, const float *t, int B, int H, int W, int C, int SH,
                            int SW, int SC, int S, int act) {
     for (int b = 0; b < B; b++)
         for (int yy = 0; yy < H; yy++)
             for (int x = 0; x < W; x++)
                 for (int c = 0; c < C; c++) {
                     long i = (((long)b * H + yy) * W + x) * C + c;
-                    double g = act && !(y[i] > 0) ? 0.0 : (double)dy[i];
+                    double g = ref_act_bwd(dy[i], t[i], act);
                     if (da) da[i] = (float)g;
                     if (ds && c < SC) {
                         long j = src_index(b, yy, x, c, SH, SW, SC, S);
@@ -49,12 +49,12 @@ void ref_shortcut_proj_forward(float *y, const float *a, const float *s, const f
                     long i = (((long)b * H + yy) * W + x) * C + c, j0 = src_index(b, yy, x, 0, SH, SW, SC, S);
                     double v = (double)a[i] + (double)bias[c];
                     for (int k = 0; k < SC; k++) v += (double)s[j0 + k] * (double)w[(long)k * C + c];
-                    if (act && v < 0) v = 0;
+                    v = ref_act(v, act);
                     y[i] = (float)v;
                 }
 }
 
-void ref_shortcut_proj_backward(float *da, float *ds, float *dw, float *dbias, const float *dy, const float *y,
+void ref_shortcut_proj_backward(float *da, float *ds, float *dw, float *dbias, const float *dy, const float *t,
                                 const float *s, const float *w, int B, int H, int W, int C, int SH, int SW, int SC,
                                 int S, int act) {
     for (int b = 0; b < B; b++)
@@ -63,7 +63,7 @@ void ref_shortcut_proj_backward(float *da, float *ds, float *dw, float *dbias, c
                 long j0 = src_index(b, yy, x, 0, SH, SW, SC, S);
                 for (int c = 0; c < C; c++) {
                     long i = (((long)b * H + yy) * W + x) * C + c;
-                    double g = act && !(y[i] > 0) ? 0.0 : (double)dy[i];
+                    double g = ref_act_bwd(dy[i], t[i], act);
                     if (da) da[i] = (float)g;
                     dbias[c] = (float)((double)dbias[c] + g);
                     for (int k = 0; k < SC; k++) {

@@ -155,12 +155,37 @@ static void value_info(pbuf *graph_pb, int field, const char *name, const int64_
 
 /* ---- layers ------------------------------------------------------------------ */
 
+/* a scalar float constant */
+static void const_f32(graph *g, char *name, const char *what, float v) {
+    fresh(g, name, what);
+    init_f32(g, name, NULL, 0, &v, 1);
+}
+
+/* The layer's activation after x. GELU (erf form) is ONNX's Gelu from opset
+ * 20 on; at opset 13 it is written as its formula, x/2 (1 + Erf(x/sqrt 2)). */
 static void relu_if(graph *g, const ct_layer *L, char *x) {
-    if (L->act != CT_ACT_RELU) return;
     char y[32];
-    fresh(g, y, "relu");
-    node1(g, "Relu", x, y);
-    memcpy(x, y, 32);
+    if (L->act == CT_ACT_RELU) {
+        fresh(g, y, "relu");
+        node1(g, "Relu", x, y);
+        memcpy(x, y, 32);
+    } else if (L->act == CT_ACT_GELU) {
+        char c[3][32], t[4][32];
+        const_f32(g, c[0], "rsqrt2", (float)M_SQRT1_2);
+        const_f32(g, c[1], "one", 1.0f);
+        const_f32(g, c[2], "half", 0.5f);
+        fresh(g, t[0], "gelu_scaled");
+        node2(g, "Mul", x, c[0], t[0]);
+        fresh(g, t[1], "gelu_erf");
+        node1(g, "Erf", t[0], t[1]);
+        fresh(g, t[2], "gelu_1p");
+        node2(g, "Add", t[1], c[1], t[2]);
+        fresh(g, t[3], "gelu_x");
+        node2(g, "Mul", x, t[2], t[3]);
+        fresh(g, y, "gelu");
+        node2(g, "Mul", t[3], c[2], y);
+        memcpy(x, y, 32);
+    }
 }
 
 /* a [N, F] tensor (after a dense layer) as [N, F, 1, 1] for a spatial layer */
@@ -328,6 +353,12 @@ static int emit_layer(graph *g, const ct_model *m, int i, const float *p, char *
         to_4d(g, L, x, rank4);
         fresh(g, y, "avgpool");
         node1(g, "GlobalAveragePool", x, y);
+        memcpy(x, y, 32);
+        break;
+    case CT_L_GLOBALMAXPOOL:
+        to_4d(g, L, x, rank4);
+        fresh(g, y, "globalmaxpool");
+        node1(g, "GlobalMaxPool", x, y);
         memcpy(x, y, 32);
         break;
     case CT_L_DROPOUT: break; /* identity at inference */

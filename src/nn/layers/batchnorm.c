@@ -3,7 +3,7 @@
  * the running averages in evaluation. Parameters in ct_bn_layout
  * (include/cltrain/layer.h): gamma, running mean, running variance, beta.
  * The running averages are state: no weight decay, gradient 0, averaged
- * over data-parallel ranks. A ReLU's backward is done here (relu_inside),
+ * over data-parallel ranks. An activation's backward is done here (act_inside),
  * from x, instead of by the sequencer over y. Kernels: kernels/bn.cl. Reference:
  * src/ref/bn.c; tests: tests/test_bn.c. */
 #include "cltrain/layer.h"
@@ -31,7 +31,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     return rc;
 }
 
-/* bn_reduce's partial sums into bn_p1, bn_p2 (mode 0: of x; 2: of dy and dy*xhat, dy through L's ReLU) */
+/* bn_reduce's partial sums into bn_p1, bn_p2 (mode 0: of x; 2: of dy and dy*xhat, dy through L's activation) */
 static void reduce(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int M, int mode) {
     int C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK, vw = C % 8 ? 1 : 8;
     cl_kernel k = vw == 8 ? m->k_bn_reduce8 : m->k_bn_reduce;
@@ -94,5 +94,5 @@ static size_t state(const ct_layer *L, size_t *off) {
 
 const ct_layer_ops ct_layer_batchnorm = {
     .type = CT_L_BATCHNORM, .name = "batchnorm", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
-    .relu_inside = 1, .shape = shape, .setup = setup, .forward = forward, .backward = backward, .init = init, .state = state,
+    .act_inside = 1, .shape = shape, .setup = setup, .forward = forward, .backward = backward, .init = init, .state = state,
 };

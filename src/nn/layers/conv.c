@@ -223,7 +223,7 @@ static void direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     int rows = B * L->oh * L->ow, per = direct_per(m, rows);
     CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, m->params, m->ws, L->w_off * sizeof(float), 0, L->n_w * sizeof(float), 0,
                                  NULL, NULL));
-    ct_kargs(d->fwd, L->out, x, m->ws, m->params, (int)L->b_off, L->act, L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
+    ct_kargs(d->fwd, L->out, x, m->ws, m->params, (int)L->b_off, ct_fused_act(m, L), L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
     size_t gws = (size_t)((rows + per - 1) / per), one = 1;
     ct_cl_run(m->cl, d->fwd, "direct_fwd", 1, &gws, &one);
 }
@@ -363,12 +363,12 @@ static void wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     cl_mem V = L->fwd_keep ? L->fwd_keep : m->ws;
     wino_weights(m, L, 0);
     if (fused(m, L, L->ic, L->oc)) {
-        wino_fused(m, L, L->out, x, 1, L->act, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B);
+        wino_fused(m, L, L->out, x, 1, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B);
         return;
     }
     wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
     wino_gemms(m, L, V, (int)tiles_out(L, B), L->oc, L->ic);
-    wino_out(m, L, L->out, 1, L->act, L->oh, L->ow, L->oc, B);
+    wino_out(m, L, L->out, 1, ct_fused_act(m, L), L->oh, L->ow, L->oc, B);
 }
 
 /* The weight gradient through memory: V (kept, or wino_in again), Z = A dY
@@ -440,7 +440,7 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
     cl_mem col = run_im2col(m, L, x, B);
     ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, kk, 1.0f, col, 0, kk, m->params, L->w_off, L->oc, 0.0f, L->out, 0,
-                L->oc, m->params, L->b_off, L->act);
+                L->oc, m->params, L->b_off, ct_fused_act(m, L));
 }
 
 /* db += 1^T dy ; dW += col^T dy (or the direct kernel's sums) ; dcol = dy W^T ; dx = col2im(dcol).

@@ -26,7 +26,7 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
     int K = (int)ct_in_size(L);
     ct_gemm_run(&m->gemm, 0, 0, B, L->oc, K, 1.0f, x, 0, K, m->params, L->w_off, L->oc, 0.0f, L->out, 0, L->oc,
-                m->params, L->b_off, L->act);
+                m->params, L->b_off, ct_fused_act(m, L));
 }
 
 /* db += 1^T dy ; dW += x^T dy ; dx = dy W^T */

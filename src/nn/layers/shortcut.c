@@ -91,7 +91,7 @@ static void forward_projection(ct_model *m, ct_layer *L, cl_mem x, int B) {
     cl_mem col = gather(m, L, B);
     CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, (size_t)rows * L->oc * 4, 0, NULL, NULL));
     ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, sc, 1.0f, col, 0, sc, m->params, L->w_off, L->oc, 1.0f, L->out, 0,
-                L->oc, m->params, L->b_off, L->act);
+                L->oc, m->params, L->b_off, ct_fused_act(m, L));
 }
 
 /* channels per work-item of shortcut.cl: as for C, when SC allows it too */
@@ -103,7 +103,7 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     int sh, sw, sc, n = B * L->oh * L->ow;
     src_shape(m, L, &sh, &sw, &sc);
     int vw = vec16(m, L->oc, sc);
-    ct_kargs(m->k_short_fwd, L->out, x, ct_layer_output(m, L->from), L->oh, L->ow, L->oc, sh, sw, sc, L->stride, L->act, n,
+    ct_kargs(m->k_short_fwd, L->out, x, ct_layer_output(m, L->from), L->oh, L->ow, L->oc, sh, sw, sc, L->stride, ct_fused_act(m, L), n,
              vw);
     size_t g2[2] = {(size_t)(L->oc / vw), (size_t)n};
     ct_cl_run(m->cl, m->k_short_fwd, "shortcut_fwd", 2, g2, NULL);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 extern const ct_layer_ops ct_layer_conv, ct_layer_maxpool, ct_layer_dense, ct_layer_batchnorm, ct_layer_avgpool,
-    ct_layer_dropout, ct_layer_shortcut;
+    ct_layer_dropout, ct_layer_shortcut, ct_layer_globalmaxpool;
 
 const ct_layer_ops *const ct_layer_table[] = {
     [CT_L_CONV] = &ct_layer_conv,
@@ -17,14 +17,23 @@ const ct_layer_ops *const ct_layer_table[] = {
     [CT_L_AVGPOOL] = &ct_layer_avgpool,
     [CT_L_DROPOUT] = &ct_layer_dropout,
     [CT_L_SHORTCUT] = &ct_layer_shortcut,
+    [CT_L_GLOBALMAXPOOL] = &ct_layer_globalmaxpool,
 };
 _Static_assert(sizeof ct_layer_table / sizeof *ct_layer_table == CT_L_COUNT, "one ct_layer_table line per CT_L_* type");
+_Static_assert(CT_L_COUNT <= CT_MAX_LAYER_TYPES, "room in ct_model.kinds for every type");
 
 const char *const ct_layer_names[] = {
     [CT_L_CONV] = "conv", [CT_L_MAXPOOL] = "maxpool", [CT_L_DENSE] = "dense", [CT_L_BATCHNORM] = "batchnorm",
     [CT_L_AVGPOOL] = "avgpool", [CT_L_DROPOUT] = "dropout", [CT_L_SHORTCUT] = "shortcut",
+    [CT_L_GLOBALMAXPOOL] = "globalmaxpool",
 };
 _Static_assert(sizeof ct_layer_names / sizeof *ct_layer_names == CT_L_COUNT, "one ct_layer_names entry per CT_L_* type");
+
+const ct_activation ct_activations[CT_ACT_COUNT] = {
+    [CT_ACT_LINEAR] = {"linear", 0},
+    [CT_ACT_RELU] = {"relu", 0},
+    [CT_ACT_GELU] = {"gelu", 1},
+};
 
 cl_mem ct_layer_output(const ct_model *m, int j) { return j < 0 ? m->input : m->layers[j].out; }
 
