@@ -59,9 +59,18 @@ int ct_cl_class_auto(cl_device_type t, const char **why);
  * for auto (unset, empty or "auto"); CT_EINPUT for any other value. */
 int ct_cl_class_env(int *cls);
 
+/* The tuning database of a device (cltrain tune writes it; src/nn/gemm_db.c):
+ * the cache directory, keyed on platform and device names and the class. */
+void ct_cl_tune_db_path(const char *platform, const char *device, int cls, char *out, size_t n);
+/* The "speed GFLOPS" line of a tuning database (a training step's achieved
+ * GFLOP/s, measured by cltrain tune), or 0 when it has none. */
+double ct_cl_tune_db_speed(const char *path);
+
 /* Print every platform and device with the PLATFORM:DEVICE index --device takes. */
 int ct_cl_list(FILE *out);
-/* Open a device: spec "P:D" or NULL (then CLTRAIN_DEVICE, else first GPU, else first device). */
+/* Open a device: spec "P:D" or NULL (then CLTRAIN_DEVICE, else the first GPU, else the
+ * device whose tuning database records the fastest training step, else the first CPU,
+ * else the first device). A platform whose devices cannot be listed is skipped. */
 int ct_cl_open(ct_cl *cl, const char *spec);
 /* The same for data-parallel rank `rank`: spec may list one device per rank
  * ("0:0,0:1"); without a spec, the local_rank-th GPU of the node (mod count). */

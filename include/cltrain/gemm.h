@@ -85,6 +85,7 @@ typedef struct ct_gemm {
     ct_conv_choice convs[CT_CONV_MAX_CHOICES]; /* per conv shape, from the database or the tuner */
     int n_convs;
     char db_path[4200];               /* the tuning database of this device ("" when none is used) */
+    double speed_gflops;              /* a training step's achieved GFLOP/s as cltrain tune measured it (0: not measured) */
 } ct_gemm;
 
 int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode);

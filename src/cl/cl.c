@@ -4,6 +4,8 @@
  * then renamed; any mismatch quietly recompiles), buffers and launches.
  * Depends on the ICD loader only (libOpenCL.so.1). Tested through every kernel test (tests/test_*.c). */
 #include "cltrain/cl.h"
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -67,13 +69,118 @@ static int device_class(cl_device_type t, int forced, const char **why) {
     return ct_cl_class_auto(t, why);
 }
 
+/* ---- ICD files the loader skips without a word: a library that is missing or
+ * broken, or that offers no platform. Each is checked the way the loader
+ * loads it (dlopen, then its clIcdGetPlatformIDsKHR), so `cltrain devices`
+ * can list it as unusable and say why. The vendor files are where ocl-icd
+ * and the Khronos loader look: OCL_ICD_VENDORS (a folder or one .icd file),
+ * OPENCL_VENDOR_PATH, else /etc/OpenCL/vendors; and OCL_ICD_FILENAMES. ---- */
+
+typedef cl_int (*icd_get_platforms_fn)(cl_uint, cl_platform_id *, cl_uint *);
+
+/* why the ICD library lib cannot be used (into why), or 0 when it offers a platform */
+static int icd_unusable(const char *lib, char *why, size_t n) {
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(why, n, "cannot load it: %s", e ? e : "dlopen failed");
+        return 1;
+    }
+    /* the loader asks the library's clGetExtensionFunctionAddress for it (cl_khr_icd) */
+    typedef void *(*ext_fn)(const char *);
+    ext_fn ext = (ext_fn)(uintptr_t)dlsym(h, "clGetExtensionFunctionAddress");
+    icd_get_platforms_fn get = ext ? (icd_get_platforms_fn)(uintptr_t)ext("clIcdGetPlatformIDsKHR") : NULL;
+    if (!get) get = (icd_get_platforms_fn)(uintptr_t)dlsym(h, "clIcdGetPlatformIDsKHR");
+    cl_uint np = 0;
+    int bad = 1;
+    if (!get) snprintf(why, n, "not an OpenCL ICD (no clIcdGetPlatformIDsKHR)");
+    else {
+        cl_int e = get(0, NULL, &np);
+        if (e != CL_SUCCESS) snprintf(why, n, "it offers no platform (%s)", ct_cl_errstr(e));
+        else if (np == 0) snprintf(why, n, "it offers no platform");
+        else bad = 0;
+    }
+    dlclose(h);
+    return bad;
+}
+
+/* one vendor file: its first line names the library */
+static void icd_check_file(const char *path, FILE *out, int *n_bad, char *first, size_t nfirst) {
+    char lib[1024] = "", why[1200];
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (!fgets(lib, sizeof lib, f)) lib[0] = 0;
+    fclose(f);
+    lib[strcspn(lib, "\r\n")] = 0;
+    if (!lib[0]) snprintf(why, sizeof why, "the file names no library");
+    else if (!icd_unusable(lib, why, sizeof why)) return;
+    if (out) fprintf(out, "unusable: %s (%s): %s\n", path, lib, why);
+    if (!*n_bad && first) snprintf(first, nfirst, "%.400s (%.200s): %.600s", path, lib, why);
+    (*n_bad)++;
+}
+
+static int is_icd_name(const char *name) {
+    size_t l = strlen(name);
+    return l > 4 && !strcmp(name + l - 4, ".icd");
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Check every ICD the loader would read; print the unusable ones to out (if
+ * not NULL) and the first into first. Returns how many are unusable. */
+static int icd_scan(FILE *out, char *first, size_t nfirst) {
+    int n_bad = 0;
+    if (first && nfirst) first[0] = 0;
+    const char *dir = getenv("OCL_ICD_VENDORS");
+    if (!dir || !*dir) dir = getenv("OPENCL_VENDOR_PATH");
+    if (!dir || !*dir) dir = "/etc/OpenCL/vendors";
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISREG(st.st_mode)) {
+        icd_check_file(dir, out, &n_bad, first, nfirst);
+    } else {
+        DIR *d = opendir(dir);
+        char *names[256];
+        int nn = 0;
+        for (struct dirent *e; d && (e = readdir(d)) && nn < 256;)
+            if (is_icd_name(e->d_name)) names[nn++] = strdup(e->d_name);
+        if (d) closedir(d);
+        qsort(names, (size_t)nn, sizeof *names, cmp_str);
+        for (int i = 0; i < nn; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            icd_check_file(path, out, &n_bad, first, nfirst);
+            free(names[i]);
+        }
+    }
+    const char *files = getenv("OCL_ICD_FILENAMES");
+    while (files && *files) {
+        size_t l = strcspn(files, ":");
+        char lib[1024], why[1200];
+        snprintf(lib, sizeof lib, "%.*s", (int)(l < sizeof lib ? l : sizeof lib - 1), files);
+        if (lib[0] && icd_unusable(lib, why, sizeof why)) {
+            if (out) fprintf(out, "unusable: OCL_ICD_FILENAMES entry %s: %s\n", lib, why);
+            if (!n_bad && first) snprintf(first, nfirst, "OCL_ICD_FILENAMES entry %.400s: %.600s", lib, why);
+            n_bad++;
+        }
+        files += l + (files[l] == ':');
+    }
+    return n_bad;
+}
+
 static int get_platforms(cl_platform_id **out, cl_uint *n) {
     *out = NULL;
     *n = 0;
     cl_int e = clGetPlatformIDs(0, NULL, n);
-    if (e == CL_PLATFORM_NOT_FOUND_KHR || *n == 0)
+    if (e == CL_PLATFORM_NOT_FOUND_KHR || *n == 0) {
+        char first[1500];
+        int bad = icd_scan(NULL, first, sizeof first);
+        if (bad)
+            return ct_fail(CT_EDEVICE, "no usable OpenCL platform: %d ICD%s unusable, the first %s; fix or remove it, or install "
+                                       "another driver (Debian: pocl-opencl-icd for the CPU) and check `clinfo`",
+                           bad, bad == 1 ? " is" : "s are", first);
         return ct_fail(CT_EDEVICE, "no OpenCL platform found; install a driver (Debian: pocl-opencl-icd for the CPU, "
                                    "nvidia-opencl-icd, mesa-opencl-icd or intel-opencl-icd) and check `clinfo`");
+    }
     CL_TRY(e);
     *out = ct_xcalloc(*n, sizeof **out);
     CL_TRY(clGetPlatformIDs(*n, *out, NULL));
@@ -106,7 +213,11 @@ int ct_cl_list(FILE *out) {
         fprintf(out, "platform %u: %s (%s)\n", p, name, ver);
         cl_device_id *devs;
         cl_uint nd;
-        if (get_devices(plats[p], &devs, &nd)) { free(plats); return CT_EDEVICE; }
+        if (get_devices(plats[p], &devs, &nd)) {
+            fprintf(out, "  unusable: %s\n", ct_last_error());
+            continue;
+        }
+        if (nd == 0) fprintf(out, "  (no devices)\n");
         for (cl_uint d = 0; d < nd; d++) {
             char dn[256] = "", cver[128] = "";
             cl_device_type t = 0;
@@ -133,6 +244,7 @@ int ct_cl_list(FILE *out) {
         free(devs);
     }
     free(plats);
+    icd_scan(out, NULL, 0);
     return 0;
 }
 
@@ -184,6 +296,59 @@ int ct_cl_open_rank(ct_cl *cl, const char *spec, int rank, int local_rank) {
     return open_nth(cl, spec, from, local_rank);
 }
 
+void ct_cl_tune_db_path(const char *platform, const char *device, int cls, char *out, size_t n) {
+    char dir[4000];
+    ct_cl_cache_dir(dir, sizeof dir);
+    uint64_t h = ct_hash_str(ct_hash_str(0xcbf29ce484222325ull, platform), device);
+    /* one database per class: what was measured with one class's kernel shapes is no choice for the other */
+    if (cls != CT_CLASS_CPU) h = ct_hash_str(h, ct_cl_class_name(cls));
+    snprintf(out, n, "%s/gemm-tune-%016llx.txt", dir, (unsigned long long)h);
+}
+
+double ct_cl_tune_db_speed(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[512];
+    double v = 0;
+    for (int i = 0; i < 64 && fgets(line, sizeof line, f); i++)
+        if (sscanf(line, "speed %lf", &v) == 1) break;
+    fclose(f);
+    return v > 0 ? v : 0;
+}
+
+/* one device of the machine, for the default choice */
+typedef struct { cl_platform_id p; cl_device_id d; int pi, di; cl_device_type t; } dev_ref;
+
+/* the default device's index in devs when none is named (see ct_cl_open), -1 if none */
+static int default_device(const dev_ref *devs, int n, int nth, int forced) {
+    int n_gpus = 0;
+    for (int i = 0; i < n; i++) n_gpus += !!(devs[i].t & CL_DEVICE_TYPE_GPU);
+    if (n_gpus) { /* rank k of a node takes GPU k mod count */
+        int skip = nth % n_gpus;
+        for (int i = 0; i < n; i++)
+            if ((devs[i].t & CL_DEVICE_TYPE_GPU) && skip-- == 0) return i;
+    }
+    int best = -1;
+    double best_speed = 0;
+    for (int i = 0; i < n && n > 1; i++) {
+        char pn[256] = "", dn[256] = "", path[4200];
+        const char *why;
+        clGetPlatformInfo(devs[i].p, CL_PLATFORM_NAME, sizeof pn, pn, NULL);
+        clGetDeviceInfo(devs[i].d, CL_DEVICE_NAME, sizeof dn, dn, NULL);
+        ct_cl_tune_db_path(pn, dn, forced >= 0 ? forced : ct_cl_class_auto(devs[i].t, &why), path, sizeof path);
+        double v = ct_cl_tune_db_speed(path);
+        if (v > best_speed) { best_speed = v; best = i; }
+    }
+    if (best >= 0) {
+        CT_DEBUG(1, "default device %d:%d: its tuning database records the fastest step (%.1f GFLOP/s)", devs[best].pi,
+                 devs[best].di, best_speed);
+        return best;
+    }
+    for (int i = 0; i < n; i++)
+        if (devs[i].t & CL_DEVICE_TYPE_CPU) return i;
+    return n ? 0 : -1;
+}
+
 static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
     int want_p = -1, want_d = -1;
     if (spec && parse_spec(spec, &want_p, &want_d))
@@ -192,52 +357,39 @@ static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
     cl_uint np;
     int rc = get_platforms(&plats, &np);
     if (rc) return rc;
-    int found = 0, n_gpus = 0;
-    if (want_p < 0) {
-        /* count the GPUs, so rank k takes GPU k mod count */
-        for (cl_uint p = 0; p < np; p++) {
-            cl_device_id *devs;
-            cl_uint nd;
-            if (get_devices(plats[p], &devs, &nd)) { free(plats); return CT_EDEVICE; }
-            for (cl_uint d = 0; d < nd; d++) {
-                cl_device_type t = 0;
-                clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
-                n_gpus += !!(t & CL_DEVICE_TYPE_GPU);
-            }
-            free(devs);
+    int forced;
+    ct_cl_class_env(&forced); /* checked by the caller */
+    dev_ref all[256];
+    int n = 0, pick = -1;
+    for (cl_uint p = 0; p < np; p++) {
+        if (want_p >= 0 && (int)p != want_p) continue;
+        cl_device_id *devs;
+        cl_uint nd;
+        if (get_devices(plats[p], &devs, &nd)) {
+            if (want_p >= 0) { free(plats); return CT_EDEVICE; } /* the platform asked for: its error */
+            CT_DEBUG(1, "platform %u skipped: %s", p, ct_last_error());
+            continue;
         }
-    }
-    int skip = n_gpus ? nth % n_gpus : 0;
-    /* pass 0: GPUs only (default choice), pass 1: any device */
-    for (int pass = (want_p >= 0 ? 1 : 0); pass < 2 && !found; pass++) {
-        for (cl_uint p = 0; p < np && !found; p++) {
-            if (want_p >= 0 && (int)p != want_p) continue;
-            cl_device_id *devs;
-            cl_uint nd;
-            if (get_devices(plats[p], &devs, &nd)) { free(plats); return CT_EDEVICE; }
-            for (cl_uint d = 0; d < nd && !found; d++) {
-                if (want_d >= 0 && (int)d != want_d) continue;
-                cl_device_type t = 0;
-                clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
-                if (pass == 0 && !(t & CL_DEVICE_TYPE_GPU)) continue;
-                if (pass == 0 && skip > 0) { skip--; continue; }
-                cl->platform = plats[p];
-                cl->device = devs[d];
-                cl->plat_index = (int)p;
-                cl->dev_index = (int)d;
-                cl->type = t;
-                found = 1;
-            }
-            free(devs);
+        for (cl_uint d = 0; d < nd && n < 256; d++) {
+            if (want_d >= 0 && (int)d != want_d) continue;
+            dev_ref *r = &all[n++];
+            *r = (dev_ref){plats[p], devs[d], (int)p, (int)d, 0};
+            clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof r->t, &r->t, NULL);
         }
+        free(devs);
     }
     free(plats);
-    if (!found) {
+    if (want_p >= 0) pick = n ? 0 : -1;
+    else pick = default_device(all, n, nth, forced);
+    if (pick < 0) {
         if (spec) return ct_fail(CT_EINPUT, "%s '%s': no such device; `cltrain devices` lists the PLATFORM:DEVICE indices", from, spec);
         return ct_fail(CT_EDEVICE, "no OpenCL device found; check `clinfo` (Debian: pocl-opencl-icd gives a CPU device)");
     }
-    int forced;
-    ct_cl_class_env(&forced); /* checked by the caller */
+    cl->platform = all[pick].p;
+    cl->device = all[pick].d;
+    cl->plat_index = all[pick].pi;
+    cl->dev_index = all[pick].di;
+    cl->type = all[pick].t;
     cl->dev_class = device_class(cl->type, forced, &cl->class_why);
     cl->is_gpu = cl->dev_class == CT_CLASS_GPU;
     cl->is_cpu = !cl->is_gpu;

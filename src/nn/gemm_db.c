@@ -65,12 +65,7 @@ static const char *const TILE_NAMES[] = {"im2col", "direct", "wino2", NULL, "win
 static const char *trans_str(int tA, int tB) { return tA ? (tB ? "TT" : "TN") : (tB ? "NT" : "NN"); }
 
 void ct_gemm_db_default_path(const ct_gemm *g, char *out, size_t n) {
-    char dir[4000];
-    ct_cl_cache_dir(dir, sizeof dir);
-    uint64_t h = ct_hash_str(ct_hash_str(0xcbf29ce484222325ull, g->cl->platform_name), g->cl->device_name);
-    /* one database per class: what was measured with one class's kernel shapes is no choice for the other */
-    if (g->cl->dev_class != CT_CLASS_CPU) h = ct_hash_str(h, ct_cl_class_name(g->cl->dev_class));
-    snprintf(out, n, "%s/gemm-tune-%016llx.txt", dir, (unsigned long long)h);
+    ct_cl_tune_db_path(g->cl->platform_name, g->cl->device_name, g->cl->dev_class, out, n);
 }
 
 static uint64_t sources_hash(void) { return ct_cl_source_hash(DB_SOURCES, (int)(sizeof DB_SOURCES / sizeof *DB_SOURCES)); }
@@ -88,6 +83,8 @@ int ct_gemm_db_save(const ct_gemm *g, const char *path) {
     fprintf(f, "%s\ndevice %s\nplatform %s\ndriver %s\ndevice-version %s\nplatform-version %s\nkernels %016llx\n", DB_MAGIC,
             cl->device_name, cl->platform_name, cl->driver_version, cl->device_version, cl->platform_version,
             (unsigned long long)sources_hash());
+    /* the device's measured speed: the default device among several CPUs is the fastest (src/cl/cl.c) */
+    if (g->speed_gflops > 0) fprintf(f, "speed %.2f\n", g->speed_gflops);
     fprintf(f, "# shape OP M N K native reg TM NV KCHUNK | native local TSM TSN TSK WPTM WPTN VW KCHUNK | clblast\n");
     for (int i = 0; i < g->n_choices; i++) {
         const ct_gemm_choice *c = &g->choices[i];
@@ -190,6 +187,8 @@ static int load_lines(ct_gemm *g, const char *path, FILE *f) {
     while ((r = read_line(f, line, sizeof line)) == 1) {
         lineno++;
         if (line[0] == '#') continue;
+        double speed;
+        if (sscanf(line, "speed %lf %c", &speed, &tail) == 1 && speed > 0) { g->speed_gflops = speed; continue; }
         if (sscanf(line, "end %d %c", &count, &tail) == 1) {
             if (count != g->n_choices + g->n_convs || read_line(f, line, sizeof line) != 0) break;
             return 0;
