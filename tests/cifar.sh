@@ -4,7 +4,8 @@
 # cifar-cnn with batch norm and augmentation must learn it; eval of its
 # checkpoint applies the same standardisation; resnet20 (residual layers)
 # trains and resumes bit for bit, resnet20b (projection shortcuts) resumes
-# bit for bit too; bad input exits 2. Prints TAP.
+# bit for bit too; the fast recipe's augmentation options run; bad input
+# exits 2. Prints TAP.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 case ${CLTRAIN_BUILD:-build} in /*) b=$CLTRAIN_BUILD ;; *) b=$here/${CLTRAIN_BUILD:-build} ;; esac
@@ -43,6 +44,17 @@ for model in resnet20 resnet20b; do
 done
 err=$("$bin" cifar10 --data "$tmp/cf" --augment sideways 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *sideways* ]]; then ok "--augment unknown: exit 2"; else notok "--augment unknown" "exit $rc: $err"; fi
+# the fast recipe's options: each bad value one line naming the option, exit 2
+for bad in "--translate 32:--translate 32" "--translate x:--translate" "--flip sometimes:--flip sometimes" \
+           "--tta mirror:--tta mirror"; do
+  err=$("$bin" cifar10 --data "$tmp/cf" ${bad%%:*} --steps 1 2>&1); rc=$?
+  if [[ $rc -eq 2 && $err == *"${bad#*:}"* && $(printf '%s\n' "$err" | wc -l) -eq 1 ]]; then ok "${bad%%:*}: exit 2 naming it"
+  else notok "${bad%%:*}" "exit $rc: $err"; fi
+done
+out=$(timeout 300 "$bin" cifar10 --data "$tmp/cf" --augment basic --translate 2 --flip alternate --tta flip-translate \
+      --steps 3 --batch-size 16 --limit-test 40 --producers 0 2>&1); rc=$?
+if [[ $rc -eq 0 && $out == *"test:"* ]]; then ok "--translate 2 --flip alternate --tta flip-translate train and evaluate"
+else notok "--translate/--flip/--tta flip-translate" "exit $rc: $(printf '%s\n' "$out" | tail -3)"; fi
 head -c 5000 "$tmp/cf/data_batch_2.bin" >"$tmp/cut.bin"; mkdir -p "$tmp/bad"; cp "$tmp"/cf/* "$tmp/bad/"; cp "$tmp/cut.bin" "$tmp/bad/data_batch_2.bin"
 err=$("$bin" cifar10 --data "$tmp/bad" 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *data_batch_2.bin* && $(printf '%s\n' "$err" | wc -l) -eq 1 ]]; then ok "a cut batch file: exit 2 naming it"

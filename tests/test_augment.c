@@ -17,6 +17,7 @@
 #include "cltrain/augment.h"
 #include "cltrain/cifar.h"
 #include "cltrain/common.h"
+#include "cltrain/pipeline.h"
 #include "cltrain/source.h"
 #include <math.h>
 #include <pthread.h>
@@ -570,11 +571,163 @@ static void test_cutout(void **state) {
     ct_augment au = ct_augment_default(CT_AUG_NONE);
     au.cutout = Q; /* evaluation: never */
     ct_augment_apply(&au, img, S, S, C, b, NULL);
-    ct_augment_apply(&(ct_augment){ct_augment_default(CT_AUG_NONE).level, 4, 63.0f / 255, 0.2f, 1.8f, 1, 0, 0, 0}, img, S, S,
+    ct_augment_apply(&(ct_augment){ct_augment_default(CT_AUG_NONE).level, 4, 63.0f / 255, 0.2f, 1.8f, 1, 0, 0, 0, 0, 0}, img, S, S,
                      C, a, NULL);
     assert_memory_equal(a, b, sizeof a);
     au.cutout = -1;
     assert_int_equal(ct_augment_check(&au), CT_EINPUT);
+}
+
+
+/* --translate: the reflect shift against explicit reflect padding and a
+ * crop (PyTorch's F.pad(mode='reflect'): no edge repeat); the augmentation
+ * with reflect on gives one of the (2 pad + 1)^2 shifts, mirrored only when
+ * the level flips, every shift reached, on the float path and on the
+ * standardised byte path; a translation as large as the image is refused. */
+static void pad_reflect_ref(float *out, const float *img, int h, int w, int c, int p, int dy, int dx) {
+    int ph = h + 2 * p, pw = w + 2 * p;
+    float *pad = malloc(sizeof(float) * (size_t)ph * pw * c);
+    for (int y = 0; y < ph; y++)
+        for (int x = 0; x < pw; x++) {
+            int sy = y - p, sx = x - p;
+            while (sy < 0 || sy >= h) sy = sy < 0 ? -sy : 2 * (h - 1) - sy;
+            while (sx < 0 || sx >= w) sx = sx < 0 ? -sx : 2 * (w - 1) - sx;
+            for (int k = 0; k < c; k++) pad[((size_t)y * pw + x) * c + k] = img[((size_t)sy * w + sx) * c + k];
+        }
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < c; k++) out[((size_t)y * w + x) * c + k] = pad[((size_t)(y + p + dy) * pw + x + p + dx) * c + k];
+    free(pad);
+}
+
+static void test_translate_reflect(void **state) {
+    (void)state;
+    enum { S = 9, C = 2, P = 2, N = S * S * C };
+    float img[N], out[N], want[N], tmp[N];
+    ct_rng r = ct_rng_make(5, 1, 2);
+    for (int i = 0; i < N; i++) img[i] = ct_rng_uniform(&r);
+    for (int dy = -P; dy <= P; dy++)
+        for (int dx = -P; dx <= P; dx++) {
+            ct_augment_shift_reflect(out, img, S, S, C, dy, dx);
+            pad_reflect_ref(want, img, S, S, C, P, dy, dx);
+            assert_memory_equal(out, want, sizeof out);
+        }
+    for (int level = CT_AUG_BASIC; level <= CT_AUG_SHIFT; level += CT_AUG_SHIFT - CT_AUG_BASIC) {
+        ct_augment a = ct_augment_images(level, S);
+        a.pad = P;
+        a.reflect = 1;
+        assert_int_equal(ct_augment_check(&a), 0);
+        assert_int_equal(ct_augment_check_size(&a, S, S), 0);
+        int seen[2 * P + 1][2 * P + 1] = {{0}}, flipped = 0;
+        for (uint64_t k = 0; k < 400; k++) {
+            ct_rng q = ct_rng_make(9, 0, k);
+            ct_augment_apply_f(&a, img, S, S, C, out, &q);
+            int found = 0;
+            for (int f = 0; f < 2 && !found; f++)
+                for (int dy = -P; dy <= P && !found; dy++)
+                    for (int dx = -P; dx <= P && !found; dx++) {
+                        pad_reflect_ref(want, img, S, S, C, P, dy, dx);
+                        if (f) ct_augment_flip(want, S, S, C);
+                        if (!memcmp(out, want, sizeof out)) found = 1, seen[dy + P][dx + P]++, flipped += f;
+                    }
+            if (!found) fail_msg("level %d sample %d: not a reflect shift of the image", level, (int)k);
+        }
+        for (int y = 0; y <= 2 * P; y++)
+            for (int x = 0; x <= 2 * P; x++) assert_true(seen[y][x] > 0);
+        if (level == CT_AUG_SHIFT) assert_int_equal(flipped, 0);
+        else assert_true(flipped > 100 && flipped < 300);
+    }
+    /* the standardised byte path (CIFAR's): the same shift of the standardised image */
+    uint8_t bytes[N];
+    for (int i = 0; i < N; i++) bytes[i] = (uint8_t)(ct_rng_next(&r) >> 56);
+    ct_augment a = ct_augment_default(CT_AUG_SHIFT);
+    a.pad = P;
+    a.reflect = 1;
+    for (int i = 0; i < N; i++) tmp[i] = bytes[i] / 255.0f;
+    ct_augment_standardize(tmp, N);
+    for (uint64_t k = 0; k < 50; k++) {
+        ct_rng q = ct_rng_make(3, 0, k), q2 = q;
+        ct_augment_apply(&a, bytes, S, S, C, out, &q);
+        int dy = (int)ct_rng_below(&q2, 2 * P + 1) - P, dx = (int)ct_rng_below(&q2, 2 * P + 1) - P;
+        pad_reflect_ref(want, tmp, S, S, C, P, dy, dx);
+        for (int i = 0; i < N; i++) assert_true(fabsf(out[i] - want[i]) < 1e-6f);
+    }
+    /* too large: pad must stay below the side */
+    a.pad = S;
+    assert_int_equal(ct_augment_check_size(&a, S, S), CT_EINPUT);
+    assert_non_null(strstr(ct_last_error(), "--translate 9"));
+    assert_null(strchr(ct_last_error(), '\n'));
+    a.pad = S - 1;
+    assert_int_equal(ct_augment_check_size(&a, S, S), 0);
+}
+
+/* --flip alternate: each image flips in every other epoch, from a first
+ * choice of its own (rng->fixed) that differs between images; the pipeline
+ * gives a sample the same `fixed` in every epoch (by image, whatever its
+ * position) and its epoch. */
+typedef struct { int n; } tag_ctx;
+static int tag_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *rng) {
+    (void)ctx;
+    dst[0] = (float)index;
+    dst[1] = (float)(rng->fixed >> 40);
+    dst[2] = (float)rng->epoch;
+    *label = 0;
+    return 0;
+}
+
+static void test_alternate_flip(void **state) {
+    (void)state;
+    enum { S = 6, C = 1, N = S * S * C };
+    float img[N], out[N], mir[N];
+    for (int i = 0; i < N; i++) img[i] = (float)i;
+    memcpy(mir, img, sizeof mir);
+    ct_augment_flip(mir, S, S, C);
+    ct_augment a = ct_augment_images(CT_AUG_BASIC, S);
+    a.pad = 0;
+    assert_int_equal(ct_augment_parse_flip(&a, "alternate"), 0);
+    assert_int_equal(a.alternate, 1);
+    int first[2] = {0, 0};
+    for (uint64_t k = 0; k < 64; k++) {
+        ct_rng f = ct_rng_make(11, 0, k);
+        uint64_t fixed = ct_rng_next(&f);
+        int f0 = -1;
+        for (int e = 0; e < 5; e++) {
+            ct_rng q = ct_rng_make(1, (uint64_t)e, k * 7);
+            q.epoch = e;
+            q.fixed = fixed;
+            ct_augment_apply_f(&a, img, S, S, C, out, &q);
+            int flipped = !memcmp(out, mir, sizeof out);
+            assert_true(flipped || !memcmp(out, img, sizeof out));
+            if (e == 0) f0 = flipped, first[flipped]++;
+            else assert_int_equal(flipped, f0 ^ (e & 1));
+        }
+    }
+    assert_true(first[0] > 16 && first[1] > 16);
+    assert_int_equal(ct_augment_parse_flip(&a, "random"), 0);
+    assert_int_equal(a.alternate, 0);
+    assert_int_equal(ct_augment_parse_flip(&a, "sometimes"), CT_EINPUT);
+    assert_non_null(strstr(ct_last_error(), "--flip sometimes"));
+
+    /* the pipeline: fixed by image across epochs (the order changes), epoch as counted */
+    enum { NI = 10, BS = 4 };
+    tag_ctx tc = {NI};
+    ct_source src = {.n = NI, .h = 1, .w = 3, .c = 1, .n_classes = 1, .ctx = &tc, .load = tag_load};
+    float fixed_of[NI], got[BS * 3];
+    int32_t lab[BS];
+    int seen = 0, moved = 0;
+    for (int64_t seq = 0; seq < 9; seq++) { /* 3 batches per epoch, 3 epochs */
+        int B;
+        assert_int_equal(ct_batch_fill(&src, 42, NI, BS, seq, NULL, got, lab, &B), 0);
+        for (int j = 0; j < B; j++) {
+            int idx = (int)got[j * 3];
+            assert_int_equal((int)got[j * 3 + 2], (int)(seq / 3));
+            if (seq < 3) fixed_of[idx] = got[j * 3 + 1], seen++;
+            else assert_true(fixed_of[idx] == got[j * 3 + 1]);
+            moved += seq >= 3 && j + (seq % 3) * BS != idx;
+        }
+    }
+    assert_int_equal(seen, NI);
+    assert_true(moved > 0);
 }
 
 int main(void) {
@@ -591,6 +744,8 @@ int main(void) {
         cmocka_unit_test(test_resized_crop),
         cmocka_unit_test(test_augsrc),
         cmocka_unit_test(test_cutout),
+        cmocka_unit_test(test_translate_reflect),
+        cmocka_unit_test(test_alternate_flip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,8 @@
  *   and scored on the host (argmax, log-sum-exp cross-entropy in double);
  * - --tta flip agrees with the average of the logits of each image and of
  *   its mirror, both taken from plain forward passes;
+ * - --tta flip-translate agrees with the weighted average of the logits of
+ *   the six views built on the host by explicit reflect padding and crops;
  * - on images that equal their own mirror, tta gives the plain result;
  * - the same through a ct_source (floats made on the host).
  * Needs a device (skipped without one). */
@@ -30,8 +32,23 @@ static void mirror(uint8_t *img) {
             }
 }
 
-/* Logits of every image of ds through plain forward passes, mirrored or not. */
-static void host_logits(ct_model *m, const ct_dataset *ds, int flip, float *logits) {
+/* The view airbench's TTA takes: pad by 1 with reflection, crop at offset
+ * 1 + d (d = -1, 0, 1), then mirror when flip; written independently of
+ * ct_tta_view's index mapping. */
+static void pad_crop(uint8_t *img, int d) {
+    uint8_t pad[(H + 2) * (W + 2) * C];
+    for (int y = 0; y < H + 2; y++)
+        for (int x = 0; x < W + 2; x++) {
+            int sy = y == 0 ? 1 : y == H + 1 ? H - 2 : y - 1, sx = x == 0 ? 1 : x == W + 1 ? W - 2 : x - 1;
+            memcpy(pad + (y * (W + 2) + x) * C, img + (sy * W + sx) * C, C);
+        }
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) memcpy(img + (y * W + x) * C, pad + ((y + 1 + d) * (W + 2) + x + 1 + d) * C, C);
+}
+
+/* Logits of every image of ds through plain forward passes, mirrored or
+ * not, shifted by d (pad_crop) first. */
+static void host_logits_at(ct_model *m, const ct_dataset *ds, int flip, int d, float *logits) {
     size_t sz = (size_t)H * W * C;
     uint8_t *img = malloc(sz * B);
     int32_t lab[B];
@@ -40,6 +57,7 @@ static void host_logits(ct_model *m, const ct_dataset *ds, int flip, float *logi
         memcpy(img, ds->images + (size_t)s * sz, sz * nb);
         for (int i = 0; i < nb; i++) {
             lab[i] = ds->labels[s + i];
+            pad_crop(img + (size_t)i * sz, d);
             if (flip) mirror(img + (size_t)i * sz);
         }
         ct_model_set_batch(m, img, lab, nb, 1.0f / 255, 0);
@@ -47,6 +65,10 @@ static void host_logits(ct_model *m, const ct_dataset *ds, int flip, float *logi
         ct_cl_read(m->cl, m->layers[m->n_layers - 1].out, 0, sizeof(float) * nb * K, logits + (size_t)s * K);
     }
     free(img);
+}
+
+static void host_logits(ct_model *m, const ct_dataset *ds, int flip, float *logits) {
+    host_logits_at(m, ds, flip, 0, logits);
 }
 
 /* Score logits like ct_evaluate: correct count and summed cross-entropy. */
@@ -88,6 +110,19 @@ static void run(ct_model *m, ct_dataset *ds, const ct_source *src) {
     assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_FLIP, &ev), 0);
     check(src ? "tta flip, source" : "tta flip", &ev, correct, loss);
     ct_eval_free(&ev);
+    /* flip-translate: 1/4 each unshifted, 1/8 each shifted up-left and down-right, mirrored or not */
+    float *zt = malloc(sizeof(float) * N * K), *acc = calloc((size_t)N * K, sizeof(float));
+    for (int d = -1; d <= 1; d++)
+        for (int f = 0; f < 2; f++) {
+            host_logits_at(m, ds, f, d, zt);
+            for (int i = 0; i < N * K; i++) acc[i] += (d ? 0.125f : 0.25f) * zt[i];
+        }
+    score(ds, acc, &correct, &loss);
+    assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_FLIP_TRANSLATE, &ev), 0);
+    check(src ? "tta flip-translate, source" : "tta flip-translate", &ev, correct, loss);
+    ct_eval_free(&ev);
+    free(zt);
+    free(acc);
     free(z0);
     free(z1);
 }
@@ -140,6 +175,9 @@ static void test_tta_parse(void **state) {
     assert_int_equal(t, CT_TTA_FLIP);
     assert_int_equal(ct_tta_parse("none", &t), 0);
     assert_int_equal(t, CT_TTA_NONE);
+    assert_int_equal(ct_tta_parse("flip-translate", &t), 0);
+    assert_int_equal(t, CT_TTA_FLIP_TRANSLATE);
+    assert_int_equal(ct_tta_views(t), 6);
     assert_int_equal(ct_tta_parse("crop", &t), CT_EINPUT);
     assert_non_null(strstr(ct_last_error(), "--tta crop"));
     assert_null(strchr(ct_last_error(), '\n'));

@@ -29,6 +29,10 @@ typedef struct ct_augment {
     int resized_crop;     /* 1 (image sets larger than 32x32): basic and full take a random-resized crop instead of the padded crop */
     float scale_lo;       /* resized crop: area share uniform in [scale_lo, 1], aspect ratio log-uniform in [3/4, 4/3] */
     int cutout;           /* > 0 (training only): zero a cutout x cutout square centred on a uniform pixel, last */
+    int reflect;          /* 1: the padded crop's padding mirrors the image (no edge repeat) instead of zeros:
+                           * --translate N, a translation by up to N = pad pixels; pad < h and < w */
+    int alternate;        /* 1 (--flip alternate): basic and full flip each image in every other epoch, starting
+                           * from a random choice of its own (rng->fixed, rng->epoch), instead of at random */
 } ct_augment;
 
 /* The tutorial's settings at `level`: pad 4, brightness 63/255, contrast
@@ -45,6 +49,13 @@ ct_augment ct_augment_images(int level, int size);
 /* Parse "none" | "basic" | "full" | "shift" (or "0" .. "3") into a->level,
  * keeping the other fields. CT_EINPUT with a message listing the choices. */
 int ct_augment_parse(ct_augment *a, const char *s);
+
+/* Parse "random" | "alternate" for --flip into a->alternate. CT_EINPUT with one line otherwise. */
+int ct_augment_parse_flip(ct_augment *a, const char *s);
+
+/* CT_EINPUT naming --translate when the padding (a reflect translation)
+ * reaches h or w: a reflection needs pad < side. */
+int ct_augment_check_size(const ct_augment *a, int h, int w);
 
 /* CT_EINPUT (message names the field) unless level is 0..3, pad 0..1024,
  * max_brightness >= 0 and 0 <= contrast_lo <= contrast_hi, all finite. */
@@ -76,6 +87,10 @@ void ct_augment_resize_window(float *dst, const float *src, int h, int w, int c,
 void ct_augment_crop(float *dst, const uint8_t *src, int h, int w, int c, int pad, int dy, int dx);
 /* In place: img[y][x] = img[y + oy][x + ox], 0 where that falls outside. */
 void ct_augment_shift(float *img, int h, int w, int c, int oy, int ox);
+/* dst[y][x] = src[r(y + oy, h)][r(x + ox, w)] where r reflects without
+ * repeating the edge (-1 -> 1, n -> n - 2), as PyTorch's reflect padding;
+ * |oy| < h, |ox| < w. dst and src distinct. */
+void ct_augment_shift_reflect(float *dst, const float *src, int h, int w, int c, int oy, int ox);
 /* Mirror an HWC image left-right in place. */
 void ct_augment_flip(float *img, int h, int w, int c);
 /* Per-image standardization in place over all n = h*w*c values (sums in double). */

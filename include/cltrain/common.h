@@ -51,8 +51,12 @@ uint32_t ct_crc32c(const void *data, size_t n);
 /* Monotonic seconds. */
 double ct_now(void);
 
-/* Deterministic random numbers: splitmix64 seeding a xoshiro128+ style stream. */
-typedef struct { uint64_t s; } ct_rng;
+/* Deterministic random numbers: splitmix64 seeding a xoshiro128+ style stream.
+ * The input pipeline also says which sample the stream is for: `epoch` (-1
+ * outside the pipeline) and `fixed`, a random number of the sample's own
+ * that is the same in every epoch, for augmentations that alternate by
+ * epoch (alternating flips); ct_rng_make sets them to -1 and 0. */
+typedef struct { uint64_t s; int64_t epoch; uint64_t fixed; } ct_rng;
 static inline uint64_t ct_rng_next(ct_rng *r) {
     uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -60,7 +64,8 @@ static inline uint64_t ct_rng_next(ct_rng *r) {
     return z ^ (z >> 31);
 }
 static inline ct_rng ct_rng_make(uint64_t seed, uint64_t a, uint64_t b) {
-    ct_rng r = {seed * 0x9E3779B97F4A7C15ull ^ (a + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull ^ (b + 1) * 0x8CB92BA72F3D8DD7ull};
+    ct_rng r = {seed * 0x9E3779B97F4A7C15ull ^ (a + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull ^ (b + 1) * 0x8CB92BA72F3D8DD7ull,
+                -1, 0};
     ct_rng_next(&r);
     return r;
 }

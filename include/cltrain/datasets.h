@@ -68,8 +68,10 @@ typedef struct ct_data_opts {
     const char *path;          /* --data, or images' folder / first file; NULL: the set's default */
     const ct_tfr_files *tfr;   /* images from TFRecord files; NULL: path is a folder or shards */
     uint64_t seed;             /* --seed: which files a held-out split takes */
-    const char *augment;       /* --augment none|basic|full; NULL: the set's default */
+    const char *augment;       /* --augment none|shift|basic|full; NULL: the set's default */
     int cutout;                /* --cutout N (0: off) */
+    int translate;             /* --translate N: the crop is a reflect-padded translation by up to N pixels (0: the set's) */
+    const char *flip;          /* --flip random|alternate (basic, full); NULL: random */
     int coarse;                /* --labels coarse (cifar100) */
     int size, channels;        /* --size, --channels (images; 0: from the shards, else 64 and 3) */
     double val_split;          /* --val-split (images) [0.1] */

@@ -55,10 +55,19 @@ typedef struct ct_train_opts {
 enum { CT_GIVEN_SEED = 1, CT_GIVEN_BATCH = 2, CT_GIVEN_LIMIT_TRAIN = 4, CT_GIVEN_OPTIMIZER = 8 };
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
 #define CT_BATCH_MAX 4096  /* --batch-size and checkpoints: ct_model_read_results reads at most this many */
-/* Test-time augmentation: none, or the logits of each image and its mirror averaged. */
-enum { CT_TTA_NONE, CT_TTA_FLIP };
-/* Parse "none" | "flip" for --tta; CT_EINPUT with a one-line message otherwise. */
+/* Test-time augmentation: none; flip, the logits of each image and its
+ * mirror averaged; flip-translate, 1/4 each for those two and 1/8 each for
+ * both of them shifted by one pixel up-left and down-right with reflection
+ * (6 views, airbench's level 2). */
+enum { CT_TTA_NONE, CT_TTA_FLIP, CT_TTA_FLIP_TRANSLATE };
+/* Parse "none" | "flip" | "flip-translate" for --tta; CT_EINPUT with a one-line message otherwise. */
 int ct_tta_parse(const char *s, int *tta);
+/* How many forward passes a mode takes per image. */
+int ct_tta_views(int tta);
+/* One view of B HWC images (elem bytes per value): dst[b][y][x] =
+ * src[b][r(y + dy)][r(x' + dx)] with x' = w-1-x when flip, else x, and r
+ * reflecting at the borders without repeating the edge. dst != src. */
+void ct_tta_view(void *dst, const void *src, int B, int h, int w, int c, size_t elem, int flip, int dy, int dx);
 
 typedef struct ct_eval_result {
     int n, correct;
@@ -103,8 +112,8 @@ double ct_schedule_lr(const ct_train_opts *o, int64_t g, int64_t total);
 /* Train opts->model on train, evaluate on test after each epoch. Prints progress to out. */
 int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *test, ct_train_result *res, FILE *out);
 /* Evaluate on ds with the model's current weights: bytes * scale + shift, or
- * through src when it is not NULL; tta CT_TTA_FLIP averages the logits of
- * each image and its left-right mirror (the loss is that of the average).
+ * through src when it is not NULL; tta averages the logits of the views of
+ * each image, weighted (the loss is that of the average).
  * res->confusion is allocated. */
 int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int limit, float scale, float shift, int tta,
                 ct_eval_result *res);

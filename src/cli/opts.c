@@ -44,8 +44,8 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
 enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVAL, O_DATA, O_DEVICE, O_GEMM, O_STEPS,
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
-       O_SMOOTH, O_TTA, O_CUTOUT, O_COMMTO, O_CONV, O_CURVES, O_BUDGET, O_TFR_IMAGE, O_TFR_LABEL, O_TFR_SHAPE, O_TRAIN, O_TEST,
-       O_XKEY, O_YKEY, O_LAYOUT, O_INIT, O_FREEZE };
+       O_SMOOTH, O_TTA, O_CUTOUT, O_TRANSLATE, O_FLIP, O_COMMTO, O_CONV, O_CURVES, O_BUDGET, O_TFR_IMAGE, O_TFR_LABEL,
+       O_TFR_SHAPE, O_TRAIN, O_TEST, O_XKEY, O_YKEY, O_LAYOUT, O_INIT, O_FREEZE };
 
 /* Which commands take an option (CLI_*), and for a training command what
  * its data set must take (CT_DS_*, 0: any). The option table is the only
@@ -102,13 +102,18 @@ static const opt_def opt_table[] = {
     {"schedule", 1, O_SCHED, T, 0, "constant|step|cosine", "learning-rate schedule [constant]"},
     {"warmup", 1, O_WARMUP, T, 0, "N", "the rate rises linearly over the first N steps [0]"},
     {"label-smoothing", 1, O_SMOOTH, T, 0, "E", "train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]"},
-    {"tta", 1, O_TTA, T | E, 0, "none|flip", "evaluation: average the logits of each image and its mirror [none]"},
+    {"tta", 1, O_TTA, T | E, 0, "none|flip|flip-translate",
+     "evaluation: average the logits of each image and its mirror (flip-translate:\n"
+     "and of both shifted 1 pixel up-left and down-right) [none]"},
     {"augment", 1, O_AUGMENT, T, CT_DS_AUGMENT, "none|shift|basic|full",
      "shift: padded crop (translation), no flip; basic: crop + flip;\n"
      "full: + brightness/contrast [cifar: full, always standardised; images:\n"
      "shift (a flip can change a digit's class); basic/full: a random-resized\n"
      "crop above 32x32; arrays: none]"},
     {"cutout", 1, O_CUTOUT, T, CT_DS_AUGMENT, "N", "after augmenting, zero an NxN square at a random centre [0: off]"},
+    {"translate", 1, O_TRANSLATE, T, CT_DS_AUGMENT, "N", "the crop is a translation by up to N pixels with reflect padding [off]"},
+    {"flip", 1, O_FLIP, T, CT_DS_AUGMENT, "random|alternate",
+     "basic/full: flip at random, or each image every other epoch [random]"},
     {"labels", 1, O_LABELS, T, CT_DS_LABELS, "fine|coarse", "CIFAR-100's 100 fine or 20 coarse classes [fine]"},
     {"logdir", 1, O_LOGDIR, T, 0, "DIR", "write DIR/metrics.csv and a TensorBoard event file"},
     {"curves-png", 1, O_CURVES, T, 0, "FILE", "at the end, draw the loss and accuracy curves into a PNG"},
@@ -428,6 +433,12 @@ static int data_opt(int c, const char *arg, cli_opts *co) {
     case O_VALSPLIT: if (!(rc = cli_parse_num("val-split", arg, 0, 0.9, &v))) { d->val_split = v; d->val_split_set = 1; } break;
     case O_STRICT: d->strict = 1; break;
     case O_CUTOUT: if (!(rc = cli_parse_int("cutout", arg, 0, 4096, &l))) d->cutout = (int)l; break;
+    case O_TRANSLATE: if (!(rc = cli_parse_int("translate", arg, 1, 1024, &l))) d->translate = (int)l; break;
+    case O_FLIP: {
+        ct_augment probe = ct_augment_default(CT_AUG_BASIC);
+        if (!(rc = ct_augment_parse_flip(&probe, arg))) d->flip = arg;
+        break;
+    }
     case O_TOP: if (!(rc = cli_parse_int("top", arg, 1, 1000, &l))) co->top = (int)l; break;
     case O_XKEY: co->x_key = arg; break;
     case O_YKEY: co->y_key = arg; break;

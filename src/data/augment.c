@@ -2,11 +2,12 @@
  * standardization of one uint8 HWC image into floats.
  *
  * Pure functions of (settings, image, rng state): no globals, no
- * allocation, sums in double in a fixed order, so producers on any thread
+ * allocation but a copy for the reflect shift (--translate), sums in double in a fixed order, so producers on any thread
  * make the same bits. Depends on common.h. Tested by tests/test_augment.c. */
 #include "cltrain/augment.h"
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 ct_augment ct_augment_default(int level) {
@@ -39,6 +40,23 @@ int ct_augment_parse(ct_augment *a, const char *s) {
     }
     return ct_fail(CT_EINPUT, "--augment: '%s' is not a level; use none (scale and standardise), shift (random "
                    "padded crop, no flip), basic (crop + flip) or full (crop, flip, brightness, contrast)", s ? s : "");
+}
+
+int ct_augment_parse_flip(ct_augment *a, const char *s) {
+    CT_ASSERT(a);
+    if (s && !strcmp(s, "random")) a->alternate = 0;
+    else if (s && !strcmp(s, "alternate")) a->alternate = 1;
+    else return ct_fail(CT_EINPUT, "--flip %s: unknown mode; use random (each image, each epoch) or alternate "
+                        "(each image every other epoch)", s ? s : "");
+    return 0;
+}
+
+int ct_augment_check_size(const ct_augment *a, int h, int w) {
+    CT_ASSERT(a);
+    if (a->reflect && a->level != CT_AUG_NONE && (a->pad >= h || a->pad >= w))
+        return ct_fail(CT_EINPUT, "--translate %d: larger than the %dx%d images; use at most %d pixels", a->pad, h, w,
+                       (h < w ? h : w) - 1);
+    return 0;
 }
 
 int ct_augment_check(const ct_augment *a) {
@@ -129,7 +147,9 @@ static void contrast(float *img, int h, int w, int c, float f) {
 static int jitter(const ct_augment *a, float *img, int h, int w, int c, ct_rng *rng) {
     size_t n = (size_t)h * w * c;
     if (a->level == CT_AUG_SHIFT) return 0;
-    int flip = (int)(ct_rng_next(rng) >> 63);
+    /* alternate: the image's own first choice, reversed in odd epochs (no draw from the stream) */
+    int flip = a->alternate ? (int)((rng->fixed >> 63) ^ (uint64_t)(rng->epoch > 0 ? rng->epoch & 1 : 0))
+                            : (int)(ct_rng_next(rng) >> 63);
     if (flip) ct_augment_flip(img, h, w, c);
     if (a->level == CT_AUG_FULL) {
         float delta = (2.0f * ct_rng_uniform(rng) - 1.0f) * a->max_brightness;
@@ -178,6 +198,36 @@ void ct_augment_shift(float *img, int h, int w, int c, int oy, int ox) {
     }
 }
 
+static int reflect_at(int i, int n) {
+    if (i < 0) i = -i;
+    if (i >= n) i = 2 * (n - 1) - i;
+    return i;
+}
+
+void ct_augment_shift_reflect(float *dst, const float *src, int h, int w, int c, int oy, int ox) {
+    CT_ASSERT(dst && src && dst != src && h > 0 && w > 0 && c > 0);
+    CT_ASSERT(oy > -h && oy < h && ox > -w && ox < w && (h > 1 || oy == 0) && (w > 1 || ox == 0));
+    for (int y = 0; y < h; y++) {
+        const float *row = src + (size_t)reflect_at(y + oy, h) * w * c;
+        for (int x = 0; x < w; x++)
+            memcpy(dst + ((size_t)y * w + x) * c, row + (size_t)reflect_at(x + ox, w) * c, sizeof *dst * (size_t)c);
+    }
+}
+
+/* In place: the shift with zeros, or with reflection through a copy. */
+static void shift_any(const ct_augment *a, float *img, int h, int w, int c, int oy, int ox) {
+    if (!a->reflect) {
+        ct_augment_shift(img, h, w, c, oy, ox);
+        return;
+    }
+    if (!oy && !ox) return;
+    size_t n = (size_t)h * w * c;
+    float *tmp = ct_xmalloc(n * sizeof *tmp);
+    memcpy(tmp, img, n * sizeof *tmp);
+    ct_augment_shift_reflect(img, tmp, h, w, c, oy, ox);
+    free(tmp);
+}
+
 /* The padded crop of a standardized image: img holds the whole h x w image
  * (x/255). Jitter and standardize it whole, then shift it to the crop; the
  * padding is 0 after standardizing, the image's mean. So a crop's pixels get
@@ -188,7 +238,7 @@ void ct_augment_shift(float *img, int h, int w, int c, int oy, int ox) {
 static void standardized_crop(const ct_augment *a, float *img, int h, int w, int c, int dy, int dx, ct_rng *rng) {
     int flip = jitter(a, img, h, w, c, rng);
     ct_augment_standardize(img, (size_t)h * w * c);
-    ct_augment_shift(img, h, w, c, dy - a->pad, flip ? a->pad - dx : dx - a->pad);
+    shift_any(a, img, h, w, c, dy - a->pad, flip ? a->pad - dx : dx - a->pad);
     cutout(a, img, h, w, c, rng);
 }
 
@@ -206,7 +256,12 @@ void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int
             standardized_crop(a, dst, h, w, c, dy, dx, rng);
             return;
         }
-        ct_augment_crop(dst, src, h, w, c, a->pad, dy, dx);
+        if (a->reflect) {
+            ct_augment_crop(dst, src, h, w, c, 0, 0, 0);
+            shift_any(a, dst, h, w, c, dy - a->pad, dx - a->pad);
+        } else {
+            ct_augment_crop(dst, src, h, w, c, a->pad, dy, dx);
+        }
     }
     finish(a, dst, h, w, c, rng);
 }
@@ -277,6 +332,11 @@ void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int
         if (a->standardize) {
             memcpy(dst, src, n * sizeof *dst);
             standardized_crop(a, dst, h, w, c, dy + a->pad, dx + a->pad, rng);
+            return;
+        }
+        if (a->reflect) {
+            ct_augment_shift_reflect(dst, src, h, w, c, dy, dx);
+            finish(a, dst, h, w, c, rng);
             return;
         }
         for (int y = 0; y < h; y++)

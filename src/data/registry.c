@@ -43,12 +43,24 @@ static void mnist_describe(const ct_data *d, FILE *out) {
             d->load_s);
 }
 
+/* --translate and --flip on top of a set's augmentation, for h x w images */
+static int aug_options(ct_augment *a, const ct_data_opts *o, int h, int w) {
+    int rc = 0;
+    if (o->translate > 0) {
+        a->pad = o->translate;
+        a->reflect = 1;
+    }
+    if (o->flip && (rc = ct_augment_parse_flip(a, o->flip))) return rc;
+    return ct_augment_check_size(a, h, w);
+}
+
 /* --- CIFAR-10, CIFAR-100: in memory, augmented (training) and standardised (both) --- */
 
 static int cifar_aug(const ct_data_opts *o, ct_augment *a) {
     *a = ct_augment_default(CT_AUG_FULL);
     a->cutout = o->cutout;
     int rc = ct_augment_parse(a, o->augment ? o->augment : "full");
+    if (!rc) rc = aug_options(a, o, 32, 32);
     return rc ? rc : ct_augment_check(a);
 }
 
@@ -92,8 +104,10 @@ static int cifar_reopen(ct_data *d, const ct_ckpt_data *rec, const char *path, u
 }
 
 static void cifar_describe(const ct_data *d, FILE *out) {
-    fprintf(out, "%s: %d training and %d test images from %s (%.2f s), augmentation %s\n", d->name, d->train->n,
-            d->test->n, d->path, d->load_s, d->augment);
+    const ct_augment *a = &d->cctx[0].aug;
+    fprintf(out, "%s: %d training and %d test images from %s (%.2f s), augmentation %s%s%.0d%s\n", d->name, d->train->n,
+            d->test->n, d->path, d->load_s, d->augment, a->reflect ? ", reflect translation by up to " : "",
+            a->reflect ? a->pad : 0, a->alternate ? ", alternating flips" : "");
 }
 
 /* --- image folders, shards, TFRecord: read by the producers --- */
@@ -119,6 +133,7 @@ static int images_open(ct_data *d, const ct_data_opts *o) {
     d->aug = ct_augment_images(CT_AUG_SHIFT, s->ds[0].h); /* a flip can change a digit's or glyph's class */
     d->aug.cutout = o->cutout;
     if ((o->augment && (rc = ct_augment_parse(&d->aug, o->augment))) ||
+        (rc = aug_options(&d->aug, o, s->ds[0].h, s->ds[0].w)) ||
         (rc = ct_augsrc_init(&d->own[0], &d->actx, &s->src[0], &d->aug)))
         return rc;
     d->src[0] = &d->own[0];
@@ -189,7 +204,8 @@ static int arrays_open(ct_data *d, const ct_data_opts *o) {
     d->augment = o->augment ? o->augment : "none";
     d->aug = ct_augment_images(CT_AUG_NONE, a->h);
     d->aug.cutout = o->cutout;
-    if ((rc = ct_augment_parse(&d->aug, d->augment)) || (rc = ct_augsrc_init(&d->own[0], &d->actx, &a->src[0], &d->aug)))
+    if ((rc = ct_augment_parse(&d->aug, d->augment)) || (rc = aug_options(&d->aug, o, a->h, a->w)) ||
+        (rc = ct_augsrc_init(&d->own[0], &d->actx, &a->src[0], &d->aug)))
         return rc;
     d->src[0] = &d->own[0];
     d->src[1] = d->test ? &a->src[1] : NULL;

@@ -57,6 +57,9 @@ int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, in
     for (int j = 0; j < B && !rc; j++) {
         /* random numbers by position in the global batch: any split augments alike */
         ct_rng r = ct_rng_make(seed ^ 0xA06D1A7Aull, (uint64_t)epoch, (uint64_t)(first + j));
+        ct_rng f = ct_rng_make(seed ^ 0xF11Bull, 0, (uint64_t)perm[first + j]); /* by image, not position */
+        r.epoch = epoch;
+        r.fixed = ct_rng_next(&f);
         rc = src->load(src->ctx, perm[first + j], images + (size_t)j * sz, labels + j, &r);
     }
     /* simulated storage latency, slept once per batch (per-sample sleeps would add syscall jitter) */

@@ -1,5 +1,6 @@
 /* train/evaluate.c: evaluation on a test set (ct_evaluate: loss, accuracy
- * and the confusion matrix, data-parallel over the ranks, --tta flip) and its
+ * and the confusion matrix, data-parallel over the ranks, --tta flip and
+ * flip-translate) and its
  * printout. Used by the evaluation hook during training and by `cltrain eval`.
  * Tested by tests/test_eval.c and tests/cli.sh. */
 #include "cltrain/dist.h"
@@ -18,50 +19,70 @@ static void gather(const ct_dataset *ds, const int *idx, int B, uint8_t *img, in
 int ct_tta_parse(const char *s, int *tta) {
     if (!strcmp(s, "none")) *tta = CT_TTA_NONE;
     else if (!strcmp(s, "flip")) *tta = CT_TTA_FLIP;
-    else return ct_fail(CT_EINPUT, "--tta %s: unknown mode; expected none or flip (average each image with its mirror)", s);
+    else if (!strcmp(s, "flip-translate")) *tta = CT_TTA_FLIP_TRANSLATE;
+    else return ct_fail(CT_EINPUT, "--tta %s: unknown mode; expected none, flip (average each image with its mirror) "
+                        "or flip-translate (and their 1-pixel shifts up-left and down-right)", s);
     return 0;
 }
 
-/* Mirror B HWC images left-right in place (bytes or floats: elem bytes per value). */
-static void flip_batch(void *images, int B, int h, int w, int c, size_t elem) {
+/* The views a mode averages: mirrored or not, shifted by (dy, dx) with
+ * reflection, and the weight of its logits. */
+typedef struct { int flip, dy, dx; float weight; } tta_view;
+static const tta_view views_flip[] = {{0, 0, 0, 0.5f}, {1, 0, 0, 0.5f}};
+static const tta_view views_flip_translate[] = {
+    {0, 0, 0, 0.25f}, {1, 0, 0, 0.25f}, {0, -1, -1, 0.125f}, {1, -1, -1, 0.125f}, {0, 1, 1, 0.125f}, {1, 1, 1, 0.125f},
+};
+
+int ct_tta_views(int tta) {
+    return tta == CT_TTA_FLIP ? 2 : tta == CT_TTA_FLIP_TRANSLATE ? 6 : 1;
+}
+
+static int reflect_at(int i, int n) {
+    if (n == 1) return 0;
+    if (i < 0) i = -i;
+    if (i >= n) i = 2 * (n - 1) - i;
+    return i;
+}
+
+void ct_tta_view(void *dst, const void *src, int B, int h, int w, int c, size_t elem, int flip, int dy, int dx) {
     size_t px = (size_t)c * elem;
-    unsigned char *p = images, t[64];
-    CT_ASSERT(px <= sizeof t);
+    const unsigned char *s = src;
+    unsigned char *d = dst;
     for (int b = 0; b < B; b++)
         for (int y = 0; y < h; y++) {
-            unsigned char *row = p + (((size_t)b * h + y) * w) * px;
-            for (int x = 0; x < w / 2; x++) {
-                memcpy(t, row + x * px, px);
-                memcpy(row + x * px, row + (w - 1 - x) * px, px);
-                memcpy(row + (w - 1 - x) * px, t, px);
-            }
+            const unsigned char *row = s + (((size_t)b * h + reflect_at(y + dy, h)) * w) * px;
+            unsigned char *o = d + (((size_t)b * h + y) * w) * px;
+            for (int x = 0; x < w; x++)
+                memcpy(o + (size_t)x * px, row + (size_t)reflect_at((flip ? w - 1 - x : x) + dx, w) * px, px);
         }
 }
 
-/* --tta flip on one uploaded batch: logits of the images and of their
- * mirrors, averaged; pred = argmax, returns the summed cross-entropy of the
- * averaged logits (log-sum-exp in double). host is the batch as uploaded
- * (floats when fl, else bytes) and is mirrored in place. */
-static double eval_flip(ct_model *m, const ct_dataset *ds, int B, void *host, int fl, const int32_t *lab, float scale,
-                        float shift, int32_t *pred, float *l0, float *l1) {
-    int C = m->n_classes;
+/* Test-time augmentation on one batch: the weighted mean of the logits of
+ * each view of the images; pred = argmax, returns the summed cross-entropy
+ * of the mean logits (log-sum-exp in double). host is the batch as uploaded
+ * (floats when fl, else bytes), view a buffer of its size; acc and tmp hold
+ * B x classes floats. */
+static double eval_views(ct_model *m, const ct_dataset *ds, int B, const void *host, void *view, int fl,
+                         const int32_t *lab, float scale, float shift, int tta, int32_t *pred, float *acc, float *tmp) {
+    int C = m->n_classes, nv = ct_tta_views(tta);
+    const tta_view *v = tta == CT_TTA_FLIP ? views_flip : views_flip_translate;
     cl_mem logits = m->layers[m->n_layers - 1].out;
-    ct_model_forward(m, B);
-    ct_cl_read(m->cl, logits, 0, (size_t)B * C * sizeof(float), l0);
-    flip_batch(host, B, ds->h, ds->w, ds->c, fl ? sizeof(float) : 1);
-    if (fl) ct_cl_write(m->cl, m->input, 0, (size_t)B * ds->h * ds->w * ds->c * sizeof(float), host);
-    else ct_model_set_batch(m, host, lab, B, scale, shift);
-    ct_model_forward(m, B);
-    ct_cl_read(m->cl, logits, 0, (size_t)B * C * sizeof(float), l1);
+    for (int i = 0; i < B * C; i++) acc[i] = 0.0f;
+    for (int k = 0; k < nv; k++) {
+        ct_tta_view(view, host, B, ds->h, ds->w, ds->c, fl ? sizeof(float) : 1, v[k].flip, v[k].dy, v[k].dx);
+        if (fl) ct_cl_write(m->cl, m->input, 0, (size_t)B * ds->h * ds->w * ds->c * sizeof(float), view);
+        else ct_model_set_batch(m, view, lab, B, scale, shift);
+        ct_model_forward(m, B);
+        ct_cl_read(m->cl, logits, 0, (size_t)B * C * sizeof(float), tmp);
+        for (int i = 0; i < B * C; i++) acc[i] += v[k].weight * tmp[i];
+    }
     double loss = 0;
     for (int i = 0; i < B; i++) {
-        float *z = l0 + (size_t)i * C; /* the average, in place */
+        const float *z = acc + (size_t)i * C;
         double mx = -INFINITY, se = 0;
         int best = 0;
-        for (int k = 0; k < C; k++) {
-            z[k] = 0.5f * (z[k] + l1[(size_t)i * C + k]);
+        for (int k = 0; k < C; k++)
             if (z[k] > mx) { mx = z[k]; best = k; }
-        }
         for (int k = 0; k < C; k++) se += exp((double)z[k] - mx);
         pred[i] = best;
         loss += mx + log(se) - (double)z[lab[i]];
@@ -82,8 +103,9 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
     int32_t *lab = ct_xmalloc(sizeof(int32_t) * m->batch), *pred = ct_xmalloc(sizeof(int32_t) * m->batch);
     int *idx = ct_xmalloc(sizeof(int) * m->batch);
     float *fimg = src ? ct_xmalloc(sz * m->batch * sizeof(float)) : NULL;
-    CT_ASSERT(tta == CT_TTA_NONE || tta == CT_TTA_FLIP);
+    CT_ASSERT(tta == CT_TTA_NONE || tta == CT_TTA_FLIP || tta == CT_TTA_FLIP_TRANSLATE);
     float *l0 = tta ? ct_xmalloc(sizeof(float) * m->batch * m->n_classes * 2) : NULL;
+    void *view = tta ? ct_xmalloc(sz * m->batch * (src ? sizeof(float) : 1)) : NULL;
     int was_training = m->training;
     float smoothing = m->label_smoothing;
     m->training = 0;          /* batch norm uses its running averages */
@@ -97,7 +119,7 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
                 ct_rng r = ct_rng_make(0, 0, (uint64_t)idx[i]);
                 int rc = src->load(src->ctx, idx[i], fimg + (size_t)i * sz, lab + i, &r);
                 if (rc) {
-                    free(img); free(lab); free(pred); free(idx); free(fimg); free(l0);
+                    free(img); free(lab); free(pred); free(idx); free(fimg); free(l0); free(view);
                     m->training = was_training;
                     m->label_smoothing = smoothing;
                     return rc;
@@ -109,9 +131,9 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
             gather(ds, idx, B, img, lab);
             ct_model_set_batch(m, img, lab, B, scale, shift);
         }
-        if (tta == CT_TTA_FLIP) {
-            res->loss += eval_flip(m, ds, B, src ? (void *)fimg : (void *)img, src != NULL, lab, scale, shift, pred, l0,
-                                   l0 + (size_t)m->batch * m->n_classes);
+        if (tta != CT_TTA_NONE) {
+            res->loss += eval_views(m, ds, B, src ? (void *)fimg : (void *)img, view, src != NULL, lab, scale, shift, tta,
+                                    pred, l0, l0 + (size_t)m->batch * m->n_classes);
         } else {
             ct_model_forward(m, B);
             ct_model_loss(m, B);
@@ -132,7 +154,7 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
         ct_dist_sum_int(res->confusion, m->n_classes * m->n_classes);
     }
     res->n = n;
-    free(img); free(lab); free(pred); free(idx); free(fimg); free(l0);
+    free(img); free(lab); free(pred); free(idx); free(fimg); free(l0); free(view);
     return 0;
 }
 
