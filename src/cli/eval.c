@@ -30,13 +30,14 @@ static int data_path(const char *ckpt, const ct_ckpt *ck, const ct_dataset_def *
 
 /* --tta flip on a set whose training never flips: the mirror is an image it never saw */
 static void tta_warning(const ct_dataset_def *set, int tta) {
-    if (tta != CT_TTA_FLIP) return;
+    if (tta == CT_TTA_NONE) return;
+    const char *mode = tta == CT_TTA_FLIP ? "flip" : "flip-translate";
     if (!(set->takes & CT_DS_AUGMENT))
-        fprintf(stderr, "cltrain: warning: --tta flip averages each image with its mirror, but %s training never flips "
-                        "(it is not augmented): accuracy can drop; use --tta none\n", set->name);
+        fprintf(stderr, "cltrain: warning: --tta %s averages each image with its mirror, but %s training never flips "
+                        "(it is not augmented): accuracy can drop; use --tta none\n", mode, set->name);
     else if (!set->standardize)
-        fprintf(stderr, "cltrain: warning: --tta flip: %s training flips only with --augment basic or full (the default "
-                        "does not); if it did not, accuracy can drop\n", set->name);
+        fprintf(stderr, "cltrain: warning: --tta %s: %s training flips only with --augment basic or full (the default "
+                        "does not); if it did not, accuracy can drop\n", mode, set->name);
 }
 
 int cmd_eval(int argc, char **argv) {

@@ -94,9 +94,10 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     /* absolute, so that eval finds the set from any folder (arrays record a spec of files and keys) */
     char *abs = set->from_files != CT_FILES_ARRAYS ? realpath(d.path, NULL) : NULL;
     o->data_dir = abs && strlen(abs) < sizeof ((ct_ckpt_data *)0)->path ? abs : d.path;
-    if (o->tta == CT_TTA_FLIP && ct_world.rank == 0 && !flips(&d))
-        fprintf(stderr, "cltrain: warning: --tta flip averages each test image with its mirror, but this training does not "
+    if (o->tta != CT_TTA_NONE && ct_world.rank == 0 && !flips(&d))
+        fprintf(stderr, "cltrain: warning: --tta %s averages each test image with its mirror, but this training does not "
                         "flip (%s): accuracy can drop; use --augment basic or full, or --tta none\n",
+                o->tta == CT_TTA_FLIP ? "flip" : "flip-translate",
                 set->takes & CT_DS_AUGMENT ? "--augment none or shift" : "the set is not augmented");
     o->data_split = d.split;
     o->class_names = d.class_names ? d.class_names : d.train->class_names; /* predict and export name the classes */
