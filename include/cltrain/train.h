@@ -37,7 +37,7 @@ typedef struct ct_train_opts {
     int freeze;            /* --freeze N: layers 0..N-1 do not train */
     int model_set;         /* --model was given (checked against the checkpoint) */
     int on_nan_skip;       /* --on-nan skip */
-    int schedule, warmup;  /* --schedule constant|step|cosine, --warmup N steps */
+    int schedule, warmup;  /* --schedule constant|step|cosine|triangle, --warmup N steps */
     float label_smoothing; /* --label-smoothing E in [0, 1): training targets (1-E)*onehot + E/classes */
     const char *dataset, *data_dir; /* recorded in checkpoints for `cltrain eval`: the kind ("mnist", "cifar100", "images"...) and folder */
     double data_split;     /* images: --val-split (recorded in checkpoints) */
@@ -53,7 +53,9 @@ typedef struct ct_train_opts {
 } ct_train_opts;
 
 enum { CT_GIVEN_SEED = 1, CT_GIVEN_BATCH = 2, CT_GIVEN_LIMIT_TRAIN = 4, CT_GIVEN_OPTIMIZER = 8 };
-enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE };
+/* triangle: linear from 0.2 lr at step 0 to lr at the peak (--warmup N, else 23% of the steps), then
+ * linear to 0.07 lr at the last step (airbench94's). */
+enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE, CT_SCHED_TRIANGLE };
 #define CT_BATCH_MAX 4096  /* --batch-size and checkpoints: ct_model_read_results reads at most this many */
 /* Test-time augmentation: none; flip, the logits of each image and its
  * mirror averaged; flip-translate, 1/4 each for those two and 1/8 each for

@@ -99,7 +99,8 @@ static const opt_def opt_table[] = {
     {"freeze", 1, O_FREEZE, T, 0, "N", "the first N layers do not train (their weights stay; batch-norm statistics\n"
      "still follow the data) [0]"},
     {"on-nan", 1, O_ONNAN, T, 0, "stop|skip", "a NaN/Inf gradient stops training (exit 1) or skips the step [stop]"},
-    {"schedule", 1, O_SCHED, T, 0, "constant|step|cosine", "learning-rate schedule [constant]"},
+    {"schedule", 1, O_SCHED, T, 0, "constant|step|cosine|triangle",
+     "learning-rate schedule; triangle: 0.2 lr -> lr at --warmup (else 23%) -> 0.07 lr [constant]"},
     {"warmup", 1, O_WARMUP, T, 0, "N", "the rate rises linearly over the first N steps [0]"},
     {"label-smoothing", 1, O_SMOOTH, T, 0, "E", "train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]"},
     {"tta", 1, O_TTA, T | E, 0, "none|flip|flip-translate",
@@ -351,7 +352,8 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
     static const choice gemm[] = {{"native", CT_GEMM_NATIVE}, {"clblast", CT_GEMM_CLBLAST}, {"auto", CT_GEMM_AUTO}, {0, 0}};
     static const choice nan[] = {{"stop", 0}, {"skip", 1}, {0, 0}};
     static const choice conv[] = {{"im2col", CT_CONV_IM2COL}, {"winograd", CT_CONV_WINOGRAD}, {"winograd4", CT_CONV_WINOGRAD4}, {"direct", CT_CONV_DIRECT}, {"auto", CT_CONV_AUTO}, {0, 0}};
-    static const choice sched[] = {{"constant", CT_SCHED_CONSTANT}, {"step", CT_SCHED_STEP}, {"cosine", CT_SCHED_COSINE}, {0, 0}};
+    static const choice sched[] = {{"constant", CT_SCHED_CONSTANT}, {"step", CT_SCHED_STEP}, {"cosine", CT_SCHED_COSINE},
+                                   {"triangle", CT_SCHED_TRIANGLE}, {0, 0}};
     int rc = 0;
     long l;
     double d;
@@ -382,7 +384,7 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
     case O_INIT: o->init = arg; break;
     case O_FREEZE: if (!(rc = cli_parse_int("freeze", arg, 0, CT_MAX_LAYERS, &l))) o->freeze = (int)l; break;
     case O_ONNAN: rc = pick("on-nan", arg, nan, "stop or skip", &o->on_nan_skip); break;
-    case O_SCHED: rc = pick("schedule", arg, sched, "constant, step or cosine", &o->schedule); break;
+    case O_SCHED: rc = pick("schedule", arg, sched, "constant, step, cosine or triangle", &o->schedule); break;
     case O_LOGDIR: o->logdir = arg; break;
     case O_BUCKET: if (!(rc = cli_parse_num("bucket-mb", arg, 0.001, 4096, &d))) o->bucket_bytes = (size_t)(d * 1048576); break;
     case O_SMOOTH:
