@@ -143,6 +143,19 @@ def bad(out, kind):
         sys.exit(f"unknown kind {kind}")
 
 
+def seeds(out):
+    """small files as fuzzing seeds: tests/fuzz/corpus/npy"""
+    os.makedirs(out, exist_ok=True)
+    x = (np.arange(2 * 3 * 4) % 251).astype(np.uint8).reshape(2, 3, 4)
+    np.save(f"{out}/u8.npy", x)
+    np.save(f"{out}/f4be.npy", x.astype(">f4"))
+    np.save(f"{out}/i8.npy", np.arange(5, dtype=np.int64))
+    np.save(f"{out}/bool.npy", np.array([True, False]))
+    np.save(f"{out}/scalar.npy", np.float64(2.5))
+    np.savez(f"{out}/stored.npz", x_train=x, y_train=np.arange(2, dtype=np.int16))
+    np.savez_compressed(f"{out}/deflate.npz", x_train=x.astype(np.float32), y_train=np.arange(2), x_test=x, y_test=np.arange(2))
+
+
 def big(out, n):
     x = np.zeros((n, 28, 28), np.uint8)
     y = np.arange(n) % 10
@@ -155,6 +168,8 @@ if __name__ == "__main__":
         mnist(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
     elif cmd == "bad":
         bad(sys.argv[2], sys.argv[3])
+    elif cmd == "seeds":
+        seeds(sys.argv[2])
     elif cmd == "big":
         big(sys.argv[2], int(sys.argv[3]))
     else:

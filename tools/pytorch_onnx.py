@@ -14,6 +14,9 @@
   pytorch_onnx.py bad OUT.onnx KIND
       a model cltrain must refuse (KIND: op, dynamic, opset, stride); prints
       the file and what the refusal must say.
+  pytorch_onnx.py seeds OUT
+      small exports (a CNN, one with batch norm, dropout and softmax, one with
+      an option-A residual and log-softmax) as fuzzing seeds.
   pytorch_onnx.py compare A.logits B.logits [TOL]
       max |a - b| / max |b|; exit 1 above TOL (1e-4).
 """
@@ -109,6 +112,34 @@ def bad(out, kind):
     print(out, want)
 
 
+def seeds(out):
+    """small exports (under 64 KiB) as fuzzing seeds: tests/fuzz/corpus/onnx"""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Res(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1, self.c2 = nn.Conv2d(2, 4, 3, 2, 1), nn.BatchNorm2d(4), nn.Conv2d(4, 4, 3, 1, 1)
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = self.c2(F.relu(self.b1(self.c1(x))))
+            s = F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, 0, 2))
+            return torch.log_softmax(self.fc(F.relu(y + s).mean((2, 3))), 1)
+    os.makedirs(out, exist_ok=True)
+    nets = {
+        "cnn": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(18, 3)), (1, 8, 8)),
+        "bn": (nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                             nn.Flatten(), nn.Dropout(0.5), nn.Linear(4, 2), nn.Softmax(1)), (3, 6, 6)),
+        "res": (Res(), (2, 6, 6)),
+    }
+    for name, (m, shape) in nets.items():
+        torch.manual_seed(1)
+        torch.onnx.export(m.eval(), torch.rand(2, *shape), f"{out}/{name}.onnx", input_names=["input"], opset_version=13,
+                          dynamic_axes={"input": {0: "N"}}, training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
+
+
 def read_f32(path):
     data = open(path, "rb").read()
     return list(struct.unpack(f"<{len(data) // 4}f", data))
@@ -128,6 +159,8 @@ def compare(a, b, tol):
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "export":
         export(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "seeds":
+        seeds(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "bad":
         bad(sys.argv[2], sys.argv[3])
     elif len(sys.argv) in (4, 5) and sys.argv[1] == "compare":

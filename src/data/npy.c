@@ -222,7 +222,10 @@ int64_t ct_array_int(const ct_array *a, int64_t i) {
         int sh = 64 - 8 * a->size;
         return (int64_t)(v << sh) >> sh;
     }
-    case 'f': return (int64_t)ct_array_float(a, i);
+    case 'f': { /* truncated, clamped (a cast of NaN or of a value out of range is undefined) */
+        double d = ct_array_float(a, i);
+        return d != d ? 0 : d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : (int64_t)d;
+    }
     default: return (int64_t)v;
     }
 }

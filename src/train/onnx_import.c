@@ -26,6 +26,7 @@
 
 #define BN_EPS 1e-5 /* as nn/model.c */
 #define MAX_CONST 1000000 /* elements of a constant evaluated here (shape arithmetic, not weights) */
+#define MAX_FOLDED 8000000 /* of all of them together */
 enum { T_FLOAT = 1, T_UINT8 = 2, T_INT8 = 3, T_INT32 = 6, T_INT64 = 7, T_BOOL = 9, T_DOUBLE = 11 };
 enum { A_FLOAT = 1, A_INT = 2, A_STRING = 3, A_TENSOR = 4, A_FLOATS = 6, A_INTS = 7 };
 
@@ -110,7 +111,7 @@ typedef struct act {
     int step, padc;           /* view: every step-th pixel, padc zero channels appended */
 } act;
 
-typedef struct val { char *name; int kind; tensor t; act a; } val; /* kind: 1 constant, 2 activation */
+typedef struct val { char *name; int kind, dropped; tensor t; act a; } val; /* kind: 1 constant, 2 activation */
 
 /* a layer being built, weights in ONNX layouts until the end */
 typedef struct lay {
@@ -139,6 +140,7 @@ typedef struct imp {
     lay layers[CT_MAX_LAYERS];
     int n_layers;
     act last;                 /* the newest activation */
+    int64_t folded;           /* elements made by constant folding so far (bounded: MAX_FOLDED) */
     char notes[512];
 } imp;
 
@@ -205,6 +207,17 @@ static int read_tensor(pb r, tensor *t, char **name, const char *path) {
     int esz = t->dtype == T_FLOAT || t->dtype == T_INT32 ? 4 : t->dtype == T_INT64 || t->dtype == T_DOUBLE ? 8
               : t->dtype == T_UINT8 || t->dtype == T_INT8 || t->dtype == T_BOOL ? 1 : 0;
     if (!esz) { why = "a data type cltrain does not read (float, double, int8/32/64, uint8, bool)"; goto bad; }
+    {
+        int kd = t->dtype == T_FLOAT ? 0 : t->dtype == T_INT64 ? 2 : t->dtype == T_DOUBLE ? 3 : 1;
+        /* the values must be in the message: at most one per byte (varints), per 4 or 8 bytes, or raw */
+        size_t avail = raw ? raw_n / (size_t)esz : kd == 0 ? (size_t)(fd[0].end - fd[0].p) / 4
+                       : kd == 3 ? (size_t)(fd[3].end - fd[3].p) / 8 : (size_t)(fd[kd].end - fd[kd].p);
+        if ((uint64_t)t->n > avail) {
+            if (!raw && nf[kd] == 1) { why = "unpacked repeated values (write raw_data)"; goto bad; }
+            return ct_fail(CT_EINPUT, "%s: tensor '%s': %zu data bytes for a shape of %lld elements of %d bytes", path,
+                           name && *name ? *name : "?", raw ? raw_n : (size_t)(fd[kd].end - fd[kd].p), (long long)t->n, esz);
+        }
+    }
     if (t->dtype == T_FLOAT || t->dtype == T_DOUBLE) t->f = malloc((size_t)t->n * sizeof(float) + 1);
     if (t->n <= MAX_CONST) t->v = malloc((size_t)t->n * sizeof(double) + 1);
     if ((t->dtype == T_FLOAT || t->dtype == T_DOUBLE) ? !t->f : !t->v) {
@@ -494,6 +507,9 @@ static const act *ain(imp *im, const node *nd, int k) {
 
 /* ---- constant folding of shape arithmetic ---------------------------------------------- */
 
+/* a value as an integer, clamped (a cast of an out-of-range double is undefined; NaN, the batch, is 0) */
+static int64_t i64(double v) { return v != v ? 0 : v > 4e18 ? (int64_t)4e18 : v < -4e18 ? -(int64_t)4e18 : (int64_t)v; }
+
 static int fold(imp *im, const node *nd) {
     const char *op = nd->op;
     tensor t;
@@ -580,7 +596,7 @@ static int fold(imp *im, const node *nd) {
         t = (tensor){.dtype = a->dtype, .ndim = (int)b->n, .n = a->n};
         int64_t known = 1, infer = -1;
         for (int i = 0; i < b->n; i++) {
-            int64_t d = (int64_t)b->v[i];
+            int64_t d = i64(b->v[i]);
             if (d == 0 && i < a->ndim) d = a->dims[i];
             if (d == -1) { if (infer >= 0) goto bad; infer = i; d = 1; }
             else if (d < 0) goto bad;
@@ -618,7 +634,7 @@ static int fold(imp *im, const node *nd) {
         int64_t lo[8], step[8], cnt[8];
         for (int i = 0; i < a->ndim; i++) lo[i] = 0, step[i] = 1, cnt[i] = a->dims[i];
         for (int j = 0; j < s->n; j++) {
-            int64_t axis = ax ? (int64_t)ax->v[j] : j, st = sp ? (int64_t)sp->v[j] : 1;
+            int64_t axis = ax ? i64(ax->v[j]) : j, st = sp ? i64(sp->v[j]) : 1;
             if (axis < 0) axis += a->ndim;
             if (axis < 0 || axis >= a->ndim || st == 0) goto bad;
             int64_t D = a->dims[axis];
@@ -647,7 +663,7 @@ static int fold(imp *im, const node *nd) {
         t = (tensor){.dtype = a->dtype, .ndim = b->ndim, .n = b->n, .v = ct_xmalloc((size_t)b->n * sizeof(double) + 1)};
         memcpy(t.dims, b->dims, sizeof t.dims);
         for (int64_t i = 0; i < b->n; i++) {
-            int64_t k = (int64_t)b->v[i];
+            int64_t k = i64(b->v[i]);
             if (k < 0) k += a->n;
             if (k < 0 || k >= a->n) { free(t.v); goto bad; }
             t.v[i] = a->v[k];
@@ -658,7 +674,7 @@ static int fold(imp *im, const node *nd) {
         memcpy(t.dims, a->dims, sizeof t.dims);
         int64_t axes[8];
         int na = b && b->v && b->n <= 8 ? (int)b->n : attr_ints(nd, "axes", axes, 8);
-        if (b && b->v && b->n <= 8) for (int i = 0; i < na; i++) axes[i] = (int64_t)b->v[i];
+        if (b && b->v && b->n <= 8) for (int i = 0; i < na; i++) axes[i] = i64(b->v[i]);
         if (na > 8) { free(t.v); goto bad; }
         if (!strcmp(op, "Unsqueeze")) {
             if (a->ndim + na > 8) { free(t.v); goto bad; }
@@ -691,6 +707,10 @@ static int fold(imp *im, const node *nd) {
         }
     } else
         return 1;
+    if ((im->folded += t.n) > MAX_FOLDED) {
+        free(t.v);
+        return fail_node(im, nd, "constant arithmetic beyond %d elements in all", MAX_FOLDED);
+    }
     set_const(im, nd->out[0], &t);
     free(t.v);
     return rc;
@@ -947,7 +967,7 @@ static int do_node(imp *im, const node *nd, int idx) {
         int step_h = 0, step_w = 0;
         int dims[4] = {0, x->c, x->h, x->w};
         for (int j = 0; j < s->n; j++) {
-            int64_t axis = ax ? (int64_t)ax->v[j] : j, st = sp ? (int64_t)sp->v[j] : 1;
+            int64_t axis = ax ? i64(ax->v[j]) : j, st = sp ? i64(sp->v[j]) : 1;
             if (axis < 0) axis += 4;
             if (axis < 0 || axis > 3 || s->v[j] != 0 || st < 1 || (axis > 0 && e->v[j] < dims[axis]) || (axis < 2 && st != 1))
                 return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s]): from 0 to the end, "
@@ -987,7 +1007,7 @@ static int do_node(imp *im, const node *nd, int idx) {
         note(im, "the final Softmax/LogSoftmax is dropped: cltrain's predict prints probabilities, --logits writes the logits before it");
         val *v = add_val(im, nd->out[0], 2);
         v->a = *x;
-        v->a.layer = -100; /* a dropped output */
+        v->dropped = 1; /* an output that is its input's */
         return 0;
     }
     if ((rc = main_input(im, nd, &x))) return rc;
@@ -1007,7 +1027,7 @@ static int do_node(imp *im, const node *nd, int idx) {
         int64_t axes[8];
         int na = attr_ints(nd, "axes", axes, 8);
         const tensor *ta = cin(im, nd, 1);
-        if (ta && ta->v && ta->n <= 8) { na = (int)ta->n; for (int i = 0; i < na; i++) axes[i] = (int64_t)ta->v[i]; }
+        if (ta && ta->v && ta->n <= 8) { na = (int)ta->n; for (int i = 0; i < na; i++) axes[i] = i64(ta->v[i]); }
         int hw = na == 2 && x->rank == 4;
         for (int i = 0; i < na && hw; i++) hw = axes[i] == 2 || axes[i] == 3 || axes[i] == -1 || axes[i] == -2;
         if (!hw || (axes[0] % 4 + 4) % 4 == (axes[1] % 4 + 4) % 4)
@@ -1198,15 +1218,17 @@ int ct_onnx_import(const uint8_t *buf, size_t len, const char *path, ct_onnx_imp
     }
     for (int i = first; !rc && i < im->n_nodes; i++) rc = do_node(im, &im->nodes[i], i);
     /* the output: one graph output, the newest layer's, a dense layer's [N, classes] */
-    const act *res = NULL;
+    /* the logits: the one output that is not a dropped Softmax (cltrain's export has both), else the Softmax's input */
+    const act *res = NULL, *soft = NULL;
     for (int i = 0; !rc && i < im->n_outputs; i++) {
         val *v = im->outputs[i].name ? find(im, im->outputs[i].name) : NULL;
         if (!v || v->kind != 2) rc = ct_fail(CT_EINPUT, "%s: output '%s' is not computed by the graph", path, im->outputs[i].name ? im->outputs[i].name : "");
-        else if (v->a.layer == -100) continue;
+        else if (v->dropped) soft = soft ? soft : &v->a;
         else if (res) rc = ct_fail(CT_EINPUT, "%s: two outputs; cltrain models have one (the logits)", path);
         else res = &v->a;
     }
-    if (!rc && !res) rc = ct_fail(CT_EINPUT, "%s: no output left but the dropped Softmax", path);
+    if (!rc && !res) res = soft;
+    if (!rc && !res) rc = ct_fail(CT_EINPUT, "%s: the graph has no output", path);
     if (!rc && (res->layer != im->n_layers - 1 || res->layer < 0 || im->layers[res->layer].type != CT_L_DENSE ||
                 im->layers[res->layer].act))
         rc = ct_fail(CT_EINPUT, "%s: the output must be the logits of a final Gemm or MatMul (a dense layer without ReLU), as "
