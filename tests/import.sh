@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # import.sh: `cltrain import` of models built and exported by PyTorch
 # (tools/pytorch_onnx.py, Debian's python3-torch): a plain CNN, a CNN with
-# batch norm and the resnet20 twin; `cltrain predict --logits` on 64 images
+# batch norm, the resnet20 twin and a CNN with GELU (as its Erf formula) and
+# global max pooling; `cltrain predict --logits` on 64 images
 # agrees with PyTorch's logits within 1e-4 relative. The resnet20 import is
 # fine-tuned (--init, --freeze) on CIFAR-format arrays, exported again, and
 # onnxruntime agrees with cltrain (tools/onnx_check.py, as tests/onnx.sh). A
 # model cltrain exported imports back with its preparation and gives the
-# same logits. Models cltrain cannot represent, and files that are not ONNX,
+# same logits, also with GELU and [globalmaxpool]. Models cltrain cannot represent, and files that are not ONNX,
 # are refused with one line naming the node, exit 2, and no checkpoint.
 # Without torch (or the onnx venv) those parts are skipped, except under
 # CI=true. Prints TAP.
@@ -53,7 +54,7 @@ for kind in op dynamic opset stride; do
   refused "$kind" "$f" "$want"
 done
 
-for m in mnist-cnn cifar-cnn resnet20; do
+for m in mnist-cnn cifar-cnn resnet20 gelu-cnn; do
   if ! out=$("$bin" import "$tmp/$m.onnx" "$tmp/$m.ckpt" 2>&1); then notok "$m: import" "$out"; continue; fi
   summary=$(tail -1 <<<"$out")
   if ! e=$("$bin" predict "$tmp/$m.ckpt" "$tmp/$m-img"/*.png --top 1 --logits "$tmp/$m.cl" 2>&1 >/dev/null); then
@@ -112,4 +113,40 @@ if "$bin" cifar10 --data "$tmp/g10" --model resnet20 --steps 2 --batch-size 16 -
    d=$("$torchpy" "$po" compare "$tmp/back.lg" "$tmp/own.lg" 1e-6); then
   ok "cltrain export -> import: the same logits ($d; $(tail -1 <<<"$out" | sed 's/.*parameters; //'))"
 else notok "export -> import round trip" "${out:-}" "${d:-}"; fi
+# GELU (Mul, Erf, Add, Mul, Mul in cltrain's export) and GlobalMaxPool back from cltrain's export
+cat >"$tmp/gelu-gmp.cfg" <<'CFG'
+[net]
+height=32
+width=32
+channels=3
+classes=10
+[conv]
+filters=16
+size=3
+pad=1
+activation=gelu
+[batchnorm]
+activation=gelu
+[conv]
+filters=16
+size=3
+pad=1
+[shortcut]
+from=-3
+activation=gelu
+[globalmaxpool]
+[dense]
+outputs=32
+activation=gelu
+[dense]
+outputs=10
+[softmax]
+CFG
+if "$bin" arrays "$tmp/c10.npz" --layout NCHW --model "$tmp/gelu-gmp.cfg" --steps 2 --batch-size 16 --quiet --checkpoint "$tmp/gg.ckpt" >/dev/null 2>&1 &&
+   "$bin" export "$tmp/gg.ckpt" "$tmp/gg.onnx" >/dev/null 2>&1 && out=$("$bin" import "$tmp/gg.onnx" "$tmp/ggback.ckpt" 2>&1) &&
+   "$bin" predict "$tmp/gg.ckpt" "$tmp/resnet20-img"/*.png --logits "$tmp/gg.lg" >/dev/null 2>&1 &&
+   "$bin" predict "$tmp/ggback.ckpt" "$tmp/resnet20-img"/*.png --logits "$tmp/ggback.lg" >/dev/null 2>&1 &&
+   d=$("$torchpy" "$po" compare "$tmp/ggback.lg" "$tmp/gg.lg" 1e-6); then
+  ok "cltrain export -> import with GELU, a residual and [globalmaxpool]: the same logits ($d)"
+else notok "export -> import round trip with GELU and globalmaxpool" "${out:-}" "${d:-}"; fi
 echo "1..$n"

@@ -5,7 +5,7 @@
   pytorch_onnx.py export OUT [NAMES...]
       For each twin of tools/pytorch_common.py (mnist-cnn: a plain CNN,
       cifar-cnn: a CNN with batch norm, resnet20: residual blocks with
-      option-A shortcuts): weights from seed 1, batch-norm statistics and
+      option-A shortcuts; gelu-cnn: GELU and global max pooling): weights from seed 1, batch-norm statistics and
       affine parameters made non-trivial, exported with torch.onnx.export
       (opset 13, dynamic batch, batch norm kept as nodes) to OUT/NAME.onnx;
       64 test images as OUT/NAME-img/NN.png and
@@ -29,6 +29,24 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_common import MODELS  # noqa: E402
+
+
+class GeluCnn(torch.nn.Module):
+    """GELU (exported as its Erf formula at opset 13) after batch norm and after a
+    strided conv, global max pooling (exported as a MaxPool over the whole input)"""
+    shape = (3, 16, 16)
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.f = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.GELU(), nn.Conv2d(8, 16, 3, 2, 1),
+                               nn.GELU(), nn.AdaptiveMaxPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+    def forward(self, x):
+        return self.f(x)
+
+
+MODELS = dict(MODELS, **{"gelu-cnn": GeluCnn})
 
 
 def images(shape, n, seed):

@@ -15,8 +15,8 @@ void cli_import_help(FILE *f) {
                "Convert an ONNX model (torch.onnx.export, cltrain export) into a cltrain checkpoint: the model, its\n"
                "weights (batch norm running statistics kept) and a fresh Adam state, for predict, eval, export and\n"
                "training (--init). Inputs are pixels in [0, 1] (torchvision's ToTensor), or as the metadata of\n"
-               "cltrain's own export says. Ops: Conv, BatchNormalization, Relu, MaxPool, AveragePool (global),\n"
-               "GlobalAveragePool, ReduceMean over H and W, Flatten/Reshape before Gemm or MatMul+Add, Add\n"
+               "cltrain's own export says. Ops: Conv, BatchNormalization, Relu, Gelu (or its Erf/Tanh formula),\n"
+               "MaxPool, AveragePool (global), GlobalAveragePool, GlobalMaxPool, ReduceMean over H and W, Flatten/Reshape before Gemm or MatMul+Add, Add\n"
                "(residuals), Dropout and Identity (dropped), a final Softmax/LogSoftmax (dropped).\n"
                "  --help                  this help\n");
 }

@@ -111,7 +111,8 @@ typedef struct act {
     int step, padc;           /* view: every step-th pixel, padc zero channels appended */
 } act;
 
-typedef struct val { char *name; int kind, dropped; tensor t; act a; } val; /* kind: 1 constant, 2 activation */
+/* kind: 1 constant, 2 activation, 3 a step of GELU's formula on activation a (tag: which step, uses: reads of a) */
+typedef struct val { char *name; int kind, dropped, tag, uses; tensor t; act a; } val;
 
 /* a layer being built, weights in ONNX layouts until the end */
 typedef struct lay {
@@ -157,7 +158,8 @@ static int fail_node(const imp *im, const node *nd, const char *fmt, ...) {
 }
 
 static const char *supported =
-    "cltrain imports Conv, BatchNormalization, Relu, MaxPool, AveragePool (over the whole input), GlobalAveragePool, "
+    "cltrain imports Conv, BatchNormalization, Relu, Gelu (or its Erf/Tanh formula), MaxPool, AveragePool (over the whole "
+    "input), GlobalAveragePool, GlobalMaxPool, "
     "ReduceMean over H and W, Flatten/Reshape/Squeeze before Gemm or MatMul+Add, Add (residuals), Dropout, Identity, "
     "a final Softmax/LogSoftmax, and constant shape arithmetic";
 
@@ -489,7 +491,7 @@ static int attr_ints(const node *nd, const char *name, int64_t *out, int cap) {
     const attr *a = get_attr(nd, name);
     if (!a) return 0;
     int n = a->n_ints < cap ? a->n_ints : cap;
-    memcpy(out, a->ints, (size_t)n * sizeof *out);
+    if (n) memcpy(out, a->ints, (size_t)n * sizeof *out);
     return a->n_ints;
 }
 
@@ -946,12 +948,97 @@ static void note(imp *im, const char *s) {
     snprintf(im->notes + strlen(im->notes), sizeof im->notes - strlen(im->notes), "%s%s", im->notes[0] ? "; " : "", s);
 }
 
+/* ---- GELU as its formula: x/2 (1 + erf(x/sqrt 2)), or the tanh form x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ---- */
+
+enum { G_XS = 1, G_ERF, G_ERF1, G_XERF1, G_XH, G_X2, G_X3, G_CX3, G_INNER, G_IN2, G_TANH, G_TANH1, G_XTANH1 };
+
+static int near(const tensor *c, double v) {
+    return c && c->v && c->n == 1 && fabs(c->v[0] - v) <= 1e-5 * fabs(v);
+}
+
+/* the activation the node may apply GELU to: the newest, a layer's, seen whole, not yet activated */
+static int gelu_base(imp *im, const act *x) {
+    return x->layer >= 0 && x->layer == im->last.layer && x->step == 1 && !x->padc && !im->layers[x->layer].act;
+}
+
+/* 1: nd was a step of GELU's formula (handled); 0: not one; < 0: an error */
+static int gelu_step(imp *im, const node *nd) {
+    const char *op = nd->op;
+    val *a = nd->n_in > 0 && nd->in[0][0] ? find(im, nd->in[0]) : NULL, *b = nd->n_in > 1 && nd->in[1][0] ? find(im, nd->in[1]) : NULL;
+    if (!a || (nd->n_in > 1 && !b)) return 0;
+    val *x = NULL, *p = NULL, *p2 = NULL;
+    const tensor *c = NULL;
+    for (int k = 0; k < 2; k++) {
+        val *v = k ? b : a;
+        if (!v) continue;
+        if (v->kind == 1) c = &v->t;
+        else if (v->kind == 2) { if (x && x != v) return 0; x = v; }
+        else if (p) p2 = v;
+        else p = v;
+    }
+    int tag = 0, uses = 0, gelu = 0;
+    const act *base = x ? &x->a : p ? &p->a : NULL;
+    if (!base || (x && !gelu_base(im, &x->a))) return 0;
+    if (p && x && (p->a.layer != x->a.layer)) return 0;
+    if (p && p2 && p->a.layer != p2->a.layer) return 0;
+    int px = p ? p->tag : 0, py = p2 ? p2->tag : 0;
+    int twice = a == b; /* x * x */
+    if (!strcmp(op, "Mul")) {
+        if (x && near(c, M_SQRT1_2)) tag = G_XS, uses = 1;
+        else if (x && near(c, 0.5)) tag = G_XH, uses = 1;
+        else if (x && twice) tag = G_X2, uses = 2;
+        else if (x && px == G_ERF1) tag = G_XERF1, uses = 1;
+        else if (x && px == G_TANH1) tag = G_XTANH1, uses = 1;
+        else if (x && px == G_X2) tag = G_X3, uses = 1;
+        else if (px == G_X3 && near(c, 0.044715)) tag = G_CX3;
+        else if (px == G_INNER && near(c, sqrt(2 / M_PI))) tag = G_IN2;
+        else if ((px == G_XERF1 || px == G_XTANH1) && near(c, 0.5)) gelu = px == G_XERF1 ? 1 : 2;
+        else if ((px == G_XH && (py == G_ERF1 || py == G_TANH1)) || (py == G_XH && (px == G_ERF1 || px == G_TANH1)))
+            gelu = px == G_ERF1 || py == G_ERF1 ? 1 : 2;
+    } else if (!strcmp(op, "Div")) {
+        if (x && a == x && near(c, M_SQRT2)) tag = G_XS, uses = 1;
+    } else if (!strcmp(op, "Pow")) {
+        if (x && a == x && near(c, 3)) tag = G_X3, uses = 1;
+    } else if (!strcmp(op, "Erf")) {
+        if (px == G_XS && nd->n_in == 1) tag = G_ERF;
+    } else if (!strcmp(op, "Tanh")) {
+        if (px == G_IN2 && nd->n_in == 1) tag = G_TANH;
+    } else if (!strcmp(op, "Add")) {
+        if ((px == G_ERF || px == G_TANH) && near(c, 1)) tag = px == G_ERF ? G_ERF1 : G_TANH1;
+        else if (x && px == G_CX3) tag = G_INNER, uses = 1;
+    }
+    if (!tag && !gelu) return 0;
+    int total = uses + (p ? p->uses : 0) + (p2 ? p2->uses : 0);
+    if (gelu) {
+        lay *L = &im->layers[base->layer];
+        const char *xname = NULL;
+        for (int i = im->n_vals - 1; i >= 0 && !xname; i--)
+            if (im->vals[i].kind == 2 && im->vals[i].a.layer == base->layer && !memcmp(&im->vals[i].a, base, sizeof *base))
+                xname = im->vals[i].name;
+        if (xname && readers(im, xname) > total)
+            return fail_node(im, nd, "GELU of a tensor that is also read elsewhere (before the GELU)");
+        if (!(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
+            return fail_node(im, nd, "cltrain applies GELU inside a conv, dense, batch norm or residual layer; this one follows %s",
+                             ct_layer_names[L->type]);
+        L->act = CT_ACT_GELU;
+        if (gelu == 2) note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
+        set_act(im, nd->out[0], *base);
+        return 1;
+    }
+    val *v = add_val(im, nd->out[0], 3);
+    v->a = *base;
+    v->tag = tag;
+    v->uses = total;
+    return 1;
+}
+
 static int do_node(imp *im, const node *nd, int idx) {
     const char *op = nd->op;
     if (nd->domain && nd->domain[0] && strcmp(nd->domain, "ai.onnx"))
         return fail_node(im, nd, "an op of domain '%s'; %s", nd->domain, supported);
     int rc = fold(im, nd);
     if (rc <= 0) return rc;
+    if ((rc = gelu_step(im, nd))) return rc < 0 ? rc : 0;
     const act *x = ain(im, nd, 0);
     if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
         if (!x) return fail_node(im, nd, "its input is not known");
@@ -1034,13 +1121,25 @@ static int do_node(imp *im, const node *nd, int idx) {
             return fail_node(im, nd, "a mean over axes other than H and W; cltrain averages each channel over the whole image");
         return global_avg(im, nd, x, (int)attr_i(nd, "keepdims", 1));
     }
-    if (!strcmp(op, "Relu")) {
+    if (!strcmp(op, "GlobalMaxPool")) {
+        if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
+        lay *L = new_layer(im, nd, CT_L_GLOBALMAXPOOL);
+        if (!L) return too_many(im, nd);
+        im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = x->c, .h = 1, .w = 1, .step = 1};
+        set_act(im, nd->out[0], im->last);
+        return 0;
+    }
+    if (!strcmp(op, "Relu") || !strcmp(op, "Gelu")) {
+        const attr *ap = get_attr(nd, "approximate");
+        int gelu = op[0] == 'G';
+        if (gelu && ap && ap->s && !strcmp(ap->s, "tanh"))
+            note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
         lay *L = x->layer >= 0 ? &im->layers[x->layer] : NULL;
         if (!L || L->act || !(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
-            return fail_node(im, nd, "cltrain applies ReLU inside a conv, dense, batch norm or residual layer; this one follows %s",
-                             L ? ct_layer_names[L->type] : "the input");
-        if (readers(im, nd->in[0]) > 1) return fail_node(im, nd, "its input is also read elsewhere (before the ReLU)");
-        L->act = CT_ACT_RELU;
+            return fail_node(im, nd, "cltrain applies %s inside a conv, dense, batch norm or residual layer; this one follows %s",
+                             gelu ? "GELU" : "ReLU", L ? ct_layer_names[L->type] : "the input");
+        if (readers(im, nd->in[0]) > 1) return fail_node(im, nd, "its input is also read elsewhere (before the activation)");
+        L->act = gelu ? CT_ACT_GELU : CT_ACT_RELU;
         set_act(im, nd->out[0], *x);
         (void)idx;
         return 0;
@@ -1082,8 +1181,9 @@ static int emit(imp *im, const vinfo *in, ct_onnx_imported *out) {
         case CT_L_MAXPOOL: P("[maxpool]\nsize=%d\nstride=%d\n", L->k, L->stride); break;
         case CT_L_AVGPOOL: P("[avgpool]\n"); break;
         case CT_L_SHORTCUT: P("[shortcut]\nfrom=%d\n", L->from); break;
+        case CT_L_GLOBALMAXPOOL: P("[globalmaxpool]\n"); break;
         }
-        if (L->act == CT_ACT_RELU) P("activation=relu\n");
+        if (L->act) P("activation=%s\n", ct_activations[L->act].name);
     }
     P("\n[softmax]\n");
 #undef P
