@@ -54,8 +54,10 @@ __kernel void softmax_xent(__global float *loss, __global int *pred, __global fl
                            __global const float *logits, __global const int *labels, const int offLabels,
                            const int B, const int C, const float scale, const float smooth) {
     const int b = (int)get_global_id(0);
-    if (b >= B) return;
-    __global const float *z = logits + (size_t)b * C;
+    /* no early return: every kernel argument is read outside control flow that depends on the
+     * work-item (Mesa's llvmpipe warns it then treats such a read as uniform) */
+    const int bb = min(b, B - 1);
+    __global const float *z = logits + (size_t)bb * C;
     float m = z[0];
     int arg = 0;
     for (int j = 1; j < C; j++)
@@ -65,15 +67,17 @@ __kernel void softmax_xent(__global float *loss, __global int *pred, __global fl
         sum += exp(z[j] - m);
         gap += m - z[j];
     }
-    const int y = labels[offLabels + b];
+    const int y = labels[offLabels + bb];
     /* (m - z[y]) + log(sum), not m + log(sum) - z[y]: that rounds to an ulp of m */
     float l = (m - z[y]) + log(sum);
     if (smooth != 0.0f) l = log(sum) + (1.0f - smooth) * (m - z[y]) + smooth * (gap / C);
-    loss[b] = l;
-    pred[b] = arg;
     __global float *d = dlogits + (size_t)b * C;
     const float off = smooth / C, on = 1.0f - smooth + off;
-    for (int j = 0; j < C; j++) d[j] = (exp(z[j] - m) / sum - (j == y ? on : off)) * scale;
+    if (b < B) {
+        loss[b] = l;
+        pred[b] = arg;
+        for (int j = 0; j < C; j++) d[j] = (exp(z[j] - m) / sum - (j == y ? on : off)) * scale;
+    }
 }
 
 /* flag[0] = 1 if any of x[off..off+n) is NaN or Inf. A few work-items scan
