@@ -42,6 +42,7 @@ const ct_gemm_cfg ct_gemm_candidates[] = {
     LOCAL(32, 32, 16, 4, 4, 4, 128),   /* 64 work-items */
     LOCAL(64, 64, 8, 8, 8, 2, 128),    /* 64 work-items, 8x8 micro-tile */
     LOCAL(32, 64, 32, 4, 8, 8, 128),   /* 64 work-items, 8-wide loads */
+    LOCAL(32, 32, 16, 4, 8, 4, 128),   /* 32 work-items: what rusticl on llvmpipe allows a kernel (CL_KERNEL_WORK_GROUP_SIZE) */
 };
 const int ct_gemm_n_candidates = (int)(sizeof ct_gemm_candidates / sizeof *ct_gemm_candidates);
 const int ct_gemm_kchunks[] = {128, 256, 512, 1024};
