@@ -674,6 +674,7 @@ void ct_cl_run(ct_cl *cl, cl_kernel k, const char *name, int dims, const size_t 
     }
     klog_launch(cl, k, dims, g, lws);
     cl_event ev = NULL;
+    double t_host = cl->profile ? ct_now() : 0;
     cl_int e = clEnqueueNDRangeKernel(cl->queue, k, (cl_uint)dims, NULL, g, lws, 0, NULL, cl->profile ? &ev : NULL);
     if (e != CL_SUCCESS) {
         fprintf(stderr, "cltrain: launching %s (gws %zu %zu %zu, lws %zu %zu %zu) failed\n", name, g[0],
@@ -689,11 +690,15 @@ void ct_cl_run(ct_cl *cl, cl_kernel k, const char *name, int dims, const size_t 
     }
     if (ev) {
         CL_CHECK(clWaitForEvents(1, &ev));
+        t_host = ct_now() - t_host;
         cl_ulong t0 = 0, t1 = 0;
         clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
         clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-        fprintf(stderr, "[cltrain] %-24s %9.3f ms  gws %zu x %zu x %zu\n", name, (double)(t1 - t0) * 1e-6, g[0],
-                dims > 1 ? g[1] : 1, dims > 2 ? g[2] : 1);
+        /* the host's time too: it includes the queue's wait for earlier commands, but some
+         * implementations (rusticl 22) report zero for every command */
+        fprintf(stderr, "[cltrain] %-24s %9.3f ms  host %9.3f ms  gws %zu x %zu x %zu  lws %zu x %zu x %zu\n", name,
+                (double)(t1 - t0) * 1e-6, t_host * 1e3, g[0], dims > 1 ? g[1] : 1, dims > 2 ? g[2] : 1,
+                lws ? lws[0] : 0, lws && dims > 1 ? lws[1] : 0, lws && dims > 2 ? lws[2] : 0);
         clReleaseEvent(ev);
     }
 }
