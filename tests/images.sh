@@ -41,6 +41,24 @@ if [[ $rc1 -eq 0 && $rc2 -eq 0 && $d == "relative difference 0.000e+00, max abs 
   ok "training from the folder and from its shards gives identical weights"
 else notok "training from the folder and from its shards gives identical weights" "exits $rc1 $rc2: $d" "$(tail -5 "$tmp/o1")" "$(cat "$tmp/pack.out")"; fi
 
+# 1b. --limit-train / --limit-test take a subset spread over the classes (not the first N files, all of
+# one class), the same from the folder and its shards; a class with no test image reads "n/a (0 images)"
+lim=(--channels 1 --epochs 1 --batch-size 16 --producers 2 --quiet --limit-train 64)
+"$bin" images "$tmp/fonts" --size 32 "${lim[@]}" --checkpoint "$tmp/lim-folder.ckpt" >"$tmp/o1b" 2>&1
+"$bin" images "$tmp/shards" "${lim[@]}" --checkpoint "$tmp/lim-shards.ckpt" >>"$tmp/o1b" 2>&1
+d=$("$diffbin" "$tmp/lim-folder.ckpt" "$tmp/lim-shards.ckpt" 2>&1)
+if [[ $d == "relative difference 0.000e+00, max abs difference 0.000e+00"* ]]; then
+  ok "--limit-train 64: the folder and its shards train on the same subset (identical weights)"
+else notok "--limit-train 64 from folder and shards" "$d" "$(tail -3 "$tmp/o1b")"; fi
+"$bin" eval "$tmp/lim-folder.ckpt" --limit-test 8 >"$tmp/o1c" 2>&1
+rows=$(sed -n '/^confusion matrix/,$p' "$tmp/o1c" | awk -F'|' 'NF == 2 { s = 0; n = split($2, v, " "); for (i = 1; i <= n; i++) s += v[i]; printf "%d ", s }')
+if [[ $rows == "2 2 2 2 " ]]; then ok "eval --limit-test 8 on 4 classes: 2 test images of each class"
+else notok "eval --limit-test 8 on 4 classes: 2 of each" "confusion row sums: $rows" "$(head -8 "$tmp/o1c")"; fi
+"$bin" eval "$tmp/lim-folder.ckpt" --limit-test 2 >"$tmp/o1c" 2>&1
+na=$(grep -o "n/a (0 images)" "$tmp/o1c" | wc -l)
+if [[ $na -eq 2 ]]; then ok "eval --limit-test 2 on 4 classes: two classes read n/a (0 images), not 0.0%"
+else notok "per-class accuracy of classes with no test image" "$na n/a" "$(head -4 "$tmp/o1c")"; fi
+
 # 2. the fonts are learned (4 epochs of vgg-small at 32x32 on 432 images; rendered
 # glyphs need no augmentation, and with the default crop and flip 4 epochs are too few).
 # 48 images are held out, so one is 2.1 points: seeds 1-5 gave 79.2-87.5% (with

@@ -42,6 +42,11 @@ void ct_tfr_files_free(ct_tfr_files *t);
  * the shards `cltrain pack` wrote, or TFRecord files. ds[split] are shells
  * (n, shape, classes, names; no pixels), src[split] the sources that load
  * samples (x / 255). */
+/* A split's samples as stored (class by class), and the order they are served in. */
+typedef struct ct_spread_ctx {
+    ct_source base;
+    int *order;                /* sample i is base's order[i] */
+} ct_spread_ctx;
 typedef struct ct_imageset {
     int shards;                /* 1: read from shards */
     int tfrecord;              /* 1: read from TFRecord files */
@@ -50,10 +55,16 @@ typedef struct ct_imageset {
     ct_imgdir dir;
     ct_imgdir_src_ctx ctx[2];
     ct_shardset set[2];
-    ct_source src[2];
+    ct_source src[2];          /* what the pipeline reads: spread[k].base in spread order */
     ct_dataset ds[2];
+    ct_spread_ctx spread[2];
 } ct_imageset;
-/* A folder or shards at path. size/channels 0: from the shards, or 64 and 3
+/* Each split is served in spread order: the classes interleaved in
+ * proportion to their sizes (sample j of n_c in class c at (j + 1/2) / n_c),
+ * each class in a shuffle drawn from seed, so that the first N samples,
+ * which --limit-train and --limit-test take, spread over the classes as the
+ * split does, the same N for a folder, its shards and TFRecord files of it.
+ * A folder or shards at path. size/channels 0: from the shards, or 64 and 3
  * for a folder. need_train: missing train shards are an error. CT_EINPUT
  * naming the path; s is closed on failure. */
 int ct_imageset_open(ct_imageset *s, const char *path, int size, int channels, double val_split, uint64_t seed,

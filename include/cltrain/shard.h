@@ -117,6 +117,10 @@ int ct_shardset_open(ct_shardset *s, const char *dir, const char *split);
  * "FILE: record R at offset O: CRC mismatch (damaged shard; re-run cltrain
  * pack)", R and O counted within FILE. Safe from several threads at once. */
 int ct_shardset_read(const ct_shardset *s, int64_t index, int32_t *label, uint8_t *pixels);
+/* The label of every record (n of them) from its first 4 bytes, without the
+ * CRC check (ct_shardset_read does that when the record is read); a label
+ * out of range reads as 0. CT_EINPUT when a file cannot be read. */
+int ct_shardset_labels(const ct_shardset *s, int32_t *labels);
 /* Close the files, free, zero; safe on a zeroed or closed set. */
 void ct_shardset_close(ct_shardset *s);
 

@@ -67,6 +67,16 @@ static int flips(const ct_data *d) {
     return a->level >= CT_AUG_BASIC;
 }
 
+/* --resume without --seed: the checkpoint's seed, before the data set opens
+ * (an image set's held-out split and spread order depend on it); a file that
+ * does not load is reported by ct_train */
+static void resume_seed(cli_opts *c) {
+    ct_ckpt ck;
+    if (!c->train.resume || (c->train.given & CT_GIVEN_SEED) || ct_ckpt_load(&ck, c->train.resume)) return;
+    c->train.seed = c->data.seed = ck.seed;
+    ct_ckpt_free(&ck);
+}
+
 int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     cli_opts c;
     cli_opts_defaults(&c);
@@ -82,6 +92,7 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     if (!rc && set->check) rc = set->check(&c.data);
     if (!rc && c.curves_png && ct_world.rank == 0) rc = ct_file_probe_write(c.curves_png, "--curves-png"); /* before hours of training */
     if (!rc) rc = cli_check_model(o);
+    if (!rc) resume_seed(&c);
     ct_data d;
     if (!rc) rc = ct_data_open(&d, set, &c.data);
     if (rc) {

@@ -6,6 +6,7 @@
  * Tested by tests/images.sh, tests/pack.sh and tests/tfrecord.sh. */
 #include "cltrain/datasets.h"
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -16,8 +17,66 @@ static int is_file(const char *dir, const char *name) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* ---- spread order (datasets.h) ---- */
+
+typedef struct { double key; int cls, index; } spread_key;
+
+static int by_key(const void *a, const void *b) {
+    const spread_key *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->cls - y->cls;
+}
+
+static int spread_load(void *vctx, int index, float *dst, int32_t *label, ct_rng *rng) {
+    const ct_spread_ctx *c = vctx;
+    return c->base.load(c->base.ctx, c->order[index], dst, label, rng);
+}
+
+/* Serve split k's source in spread order, from the labels of its n samples. */
+static void spread(ct_imageset *s, int k, const int32_t *labels, int n_classes, uint64_t seed) {
+    ct_spread_ctx *c = &s->spread[k];
+    int n = s->src[k].n;
+    c->base = s->src[k];
+    c->order = ct_xmalloc(((size_t)n + 1) * sizeof *c->order);
+    int *count = ct_xcalloc((size_t)n_classes + 1, sizeof *count), *at = ct_xcalloc((size_t)n_classes + 1, sizeof *at);
+    for (int i = 0; i < n; i++) count[labels[i]]++;
+    for (int cl = 1; cl < n_classes; cl++) at[cl] = at[cl - 1] + count[cl - 1];
+    /* the samples grouped by class (stable), then each class shuffled from (seed, class) */
+    int *byc = ct_xmalloc(((size_t)n + 1) * sizeof *byc);
+    for (int i = 0; i < n; i++) byc[at[labels[i]]++] = i;
+    spread_key *key = ct_xmalloc(((size_t)n + 1) * sizeof *key);
+    /* ties (classes of equal size) go in a seeded order of the classes, so a small N favours none */
+    int *rank = ct_xmalloc(((size_t)n_classes + 1) * sizeof *rank);
+    ct_rng rr = ct_rng_make(seed, 0x5b7ead10u + (uint64_t)k, 0);
+    for (int cl = 0; cl < n_classes; cl++) rank[cl] = cl;
+    for (int i = n_classes - 1; i > 0; i--) {
+        int j = (int)ct_rng_below(&rr, (uint32_t)i + 1), t = rank[i];
+        rank[i] = rank[j];
+        rank[j] = t;
+    }
+    for (int cl = 0, first = 0; cl < n_classes; first += count[cl++]) {
+        int *g = byc + first;
+        ct_rng r = ct_rng_make(seed, 0x5b7ead00u + (uint64_t)k, (uint64_t)cl);
+        for (int i = count[cl] - 1; i > 0; i--) {
+            int j = (int)ct_rng_below(&r, (uint32_t)i + 1), t = g[i];
+            g[i] = g[j];
+            g[j] = t;
+        }
+        for (int j = 0; j < count[cl]; j++) key[first + j] = (spread_key){(j + 0.5) / count[cl], rank[cl], g[j]};
+    }
+    qsort(key, (size_t)n, sizeof *key, by_key);
+    for (int i = 0; i < n; i++) c->order[i] = key[i].index;
+    free(key);
+    free(rank);
+    free(byc);
+    free(count);
+    free(at);
+    ct_source_init(&s->src[k], n, c->base.h, c->base.w, c->base.c, c->base.n_classes, c, spread_load);
+}
+
 void ct_imageset_close(ct_imageset *s) {
     for (int k = 0; k < 2; k++) {
+        free(s->spread[k].order);
         ct_imgdir_source_free(&s->ctx[k]);
         ct_shardset_close(&s->set[k]);
     }
@@ -56,6 +115,10 @@ int ct_imageset_open(ct_imageset *s, const char *path, int size, int channels, d
             if ((rc = ct_shardset_source_init(&s->src[k], t))) break;
             s->ds[k] = (ct_dataset){.n = (int)t->n, .h = t->height, .w = t->width, .c = t->channels, .n_classes = t->n_classes,
                                     .class_names = t->class_names};
+            int32_t *labels = ct_xmalloc(((size_t)t->n + 1) * sizeof *labels);
+            if (!(rc = ct_shardset_labels(t, labels))) spread(s, k, labels, t->n_classes, seed);
+            free(labels);
+            if (rc) break;
         }
         if (!rc && s->set[0].n && s->set[1].n &&
             (s->set[0].n_classes != s->set[1].n_classes || s->set[0].channels != s->set[1].channels ||
@@ -71,6 +134,7 @@ int ct_imageset_open(ct_imageset *s, const char *path, int size, int channels, d
             s->ctx[k].strict = strict;
             s->ds[k] = (ct_dataset){.n = s->dir.split[k].n, .h = size, .w = size, .c = channels, .n_classes = s->dir.n_classes,
                                     .class_names = s->dir.class_names};
+            spread(s, k, s->dir.split[k].labels, s->dir.n_classes, seed);
         }
     }
     if (rc) ct_imageset_close(s);
@@ -105,6 +169,10 @@ int ct_imageset_open_tfr(ct_imageset *s, const ct_tfr_files *t, int size, int ch
         if ((rc = ct_tfr_source_init(&s->src[k], &s->tctx[k], &s->tfr, k, size, channels))) break;
         s->ds[k] = (ct_dataset){.n = s->tfr.n[k], .h = size, .w = size, .c = channels, .n_classes = s->tfr.n_classes,
                                 .class_names = s->tfr.class_names};
+        int32_t *labels = ct_xmalloc(((size_t)s->tfr.n[k] + 1) * sizeof *labels);
+        for (int i = 0; i < s->tfr.n[k]; i++) labels[i] = s->tfr.rec[k][i].label;
+        spread(s, k, labels, s->tfr.n_classes, seed);
+        free(labels);
     }
     if (rc) ct_imageset_close(s);
     return rc;

@@ -624,6 +624,23 @@ static int shard_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *
     return rc;
 }
 
+int ct_shardset_labels(const ct_shardset *s, int32_t *labels) {
+    int64_t i = 0;
+    for (int k = 0; k < s->n_shards; k++) {
+        const ct_shard_file *f = &s->shards[k];
+        for (uint64_t r = 0; r < f->n; r++, i++) {
+            uint8_t b[4];
+            off_t off = (off_t)(f->header_size + r * s->record_size);
+            if (read_full(f->fd, b, 4, off))
+                return ct_fail(CT_EINPUT, "%s: record %llu at offset %lld: cannot read (%s; " REPACK ")", f->path,
+                               (unsigned long long)r, (long long)off, errno ? strerror(errno) : "file truncated");
+            uint32_t l = get32(b);
+            labels[i] = l < (uint32_t)s->n_classes ? (int32_t)l : 0; /* a bad one is reported when the record is read */
+        }
+    }
+    return 0;
+}
+
 int ct_shardset_source_init(ct_source *src, const ct_shardset *s) {
     memset(src, 0, sizeof *src);
     if (s->n > INT_MAX)

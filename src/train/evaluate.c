@@ -174,7 +174,8 @@ void ct_eval_print(const ct_eval_result *r, char **names, FILE *out, int confusi
         char buf[64];
         snprintf(buf, sizeof buf, "%s", names ? names[c] : "");
         if (!names) snprintf(buf, sizeof buf, "%d", c);
-        fprintf(out, "%s %s %.1f%%", c % 5 ? "," : "\n ", buf, tot ? 100.0 * r->confusion[c * C + c] / tot : 0.0);
+        if (tot) fprintf(out, "%s %s %.1f%%", c % 5 ? "," : "\n ", buf, 100.0 * r->confusion[c * C + c] / tot);
+        else fprintf(out, "%s %s n/a (0 images)", c % 5 ? "," : "\n ", buf); /* none of this class was tested */
     }
     fputc('\n', out);
     if (confusion) {
