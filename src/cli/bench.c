@@ -98,7 +98,8 @@ int cli_bench_setup_db(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode,
 }
 
 /* The machine's SGEMM limit, measured now by tools/sgemm-limit (OpenBLAS,
- * loaded by that tool, never by cltrain): its lines are printed; 0 when it
+ * loaded by that tool, never by cltrain, at its best: its own core choice
+ * and each core type the CPU supports): its lines are printed; 0 when it
  * is missing or OpenBLAS is not installed. CLTRAIN_SGEMM_LIMIT names the tool. */
 static double sgemm_limit(void) {
     char tool[4200] = "", cmd[4300], line[512];
@@ -121,10 +122,13 @@ static double sgemm_limit(void) {
     FILE *p = popen(cmd, "r");
     if (!p) return 0;
     double limit = 0;
+    char core[64] = "its own choice";
     while (fgets(line, sizeof line, p))
-        if (sscanf(line, "limit %lf", &limit) != 1) fputs(line, stdout);
+        if (sscanf(line, "limit %lf %63s", &limit, core) < 1) fputs(line, stdout);
     pclose(p);
-    if (limit > 0) printf("SGEMM limit of this machine: %.1f GFLOP/s (OpenBLAS, measured now; the 'limit' column is ours / this)\n", limit);
+    if (limit > 0)
+        printf("SGEMM limit of this machine: %.1f GFLOP/s (OpenBLAS with core %s, the fastest of its own choice and each "
+               "OPENBLAS_CORETYPE this CPU supports, measured now; the 'limit' column is ours / this)\n", limit, core);
     else printf("SGEMM limit: not measured (no OpenBLAS); the 'limit' column stays empty\n");
     return limit;
 }
