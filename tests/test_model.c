@@ -296,7 +296,7 @@ static void test_layer_table(void **state) {
         const ct_layer_ops *o = ct_layer_table[t];
         assert_non_null(o);
         assert_int_equal(o->type, t);
-        assert_string_equal(o->name, ct_layer_names[t]);
+        assert_string_equal(o->name, ct_layer_table[t]->name);
         assert_true(o->shape && o->forward && o->backward);
         assert_true(o->n_keys <= 32 && (o->n_keys == 0 || o->keys));
     }

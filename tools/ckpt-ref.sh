@@ -35,7 +35,7 @@ rm -rf "$data" && mkdir -p "$data" || exit 2
 "$tools/make-cifar" "$data/c100" --train 500 --test 50 --seed 7 --cifar100 >/dev/null || exit 2
 "$tools/make-font-dataset" --chars 60 --size 32 "$data/fonts" >/dev/null || exit 2
 
-common=(--steps 30 --batch-size 16 --seed 5 --producers 0 --quiet --limit-test 40)
+common=(--steps 30 --epochs 3 --batch-size 16 --seed 5 --producers 0 --quiet --limit-test 40) # 30 steps on every set
 data_of() { # the command and data options for model $1
   case $1 in
     mlp | mnist-cnn | mnist-cnn-bn) echo "fashion-mnist --limit-train 600" ;;

@@ -100,10 +100,21 @@ int ct_gemm_reserve_batched(ct_gemm *g, int count, int transA, int transB, int M
 void ct_gemm_run_batched(ct_gemm *g, int count, int transA, int M, int N, int K, float alpha, cl_mem A, size_t offA,
                          int lda, size_t strideA, cl_mem B, size_t offB, int ldb, size_t strideB, float beta, cl_mem C,
                          size_t offC, int ldc, size_t strideC);
-/* A is [M,K] (transA=0) or [K,M]; B is [K,N] (transB=0) or [N,K]; offsets in floats. */
-void ct_gemm_run(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
-                 cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
-                 float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act);
+/* One product C = alpha op(A) op(B) + beta C (+ bias[n]) (activation act,
+ * CT_ACT_*): A is [M,K] (transA=0) or [K,M]; B is [K,N] (transB=0) or [N,K];
+ * offsets in floats. Written with designated initializers, so each operand
+ * is named where it is used; a field left out is 0 (NULL: no bias), so
+ * alpha must be given. */
+typedef struct ct_gemm_desc {
+    int transA, transB, M, N, K;
+    float alpha, beta;
+    cl_mem A; size_t offA; int lda;
+    cl_mem B; size_t offB; int ldb;
+    cl_mem C; size_t offC; int ldc;
+    cl_mem bias; size_t offBias; int act;
+} ct_gemm_desc;
+/* d's product, on the path --gemm chose (our kernels, CLBlast, or per shape) */
+void ct_gemm_run(ct_gemm *g, const ct_gemm_desc *d);
 /* Our kernels only, with the shape's choice (or the default) / with program
  * `prog` (from ct_gemm_prog_get) and split-K chunk `kchunk`. */
 void ct_gemm_native(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,

@@ -2,14 +2,20 @@
  * file src/nn/layers/<name>.c giving a ct_layer_ops: the keys its .cfg
  * section takes, its output shape and parameter sizes, FLOPs, device setup,
  * forward, backward, initial values, which weights decay and which state the
- * optimizer must not move. src/nn/model.c only sequences them. The recipe
+ * optimizer must not move, its device state (build, release) and its ONNX
+ * nodes. src/nn/model.c only sequences them, src/nn/cfg.c reads their sections. The recipe
  * for a new type is docs/ADDING_A_LAYER.md. Tested by tests/test_model.c
  * (parsing, the table itself) and tests/test_layers.c (device vs reference). */
 #ifndef CLTRAIN_LAYER_H
 #define CLTRAIN_LAYER_H
-#include "cltrain/model.h"
+#include "cltrain/onnx_graph.h"
 #include <stddef.h>
 #include <string.h>
+
+/* Layer types: each has its file src/nn/layers/<name>.c and a line in
+ * ct_layer_table (src/nn/layers/table.c), in this order. */
+enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_SHORTCUT, CT_L_GLOBALMAXPOOL,
+       CT_L_COUNT };
 
 /* A parsed section: every key any layer takes, with the defaults set before
  * the section's own keys are read. has: bit (1 << index in the section's key
@@ -32,12 +38,12 @@ typedef struct ct_key { const char *name; int type, lo, hi; size_t off; } ct_key
 /* 1 if key number k of the section's list was given */
 #define CT_HAS(s, k) (((s)->has >> (k)) & 1u)
 
-/* What ct_model_setup must size for all layers together: the im2col
- * workspace (floats), the ones vector, the batch-norm partial sums, and
- * Winograd's two further workspaces (floats; 0: none); and a running total
- * of what layers have allocated for themselves to keep (bytes). */
+/* What ct_model_setup must size for all layers together: the workspace
+ * (floats: im2col columns, Winograd's V, ...), the ones vector, and two
+ * further workspaces (floats; 0: none: Winograd's); and a running total of
+ * what layers have allocated for themselves to keep (bytes). */
 typedef struct ct_needs {
-    size_t ws, ones, bn_part, ws2, ws3;
+    size_t ws, ones, ws2, ws3;
     size_t kept;                /* bytes of per-layer buffers kept between forward and backward so far */
 } ct_needs;
 
@@ -75,6 +81,11 @@ typedef struct ct_layer_ops {
     void (*backward_from)(ct_model *m, int i, cl_mem target, int B);
     /* Initial parameters into p (the whole flat buffer); NULL: none */
     void (*init)(const ct_layer *L, int i, float *p, uint64_t seed);
+    /* Its ONNX nodes (cltrain/onnx_graph.h) for layer i with the weights p:
+     * x holds the input tensor's name and receives the output's; *rank4 is 1
+     * when x is [N, C, H, W], 0 when [N, F], and is updated. NULL: export
+     * refuses the model, naming the layer. */
+    int (*onnx)(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4);
     /* Mark (1) the parameters weight decay applies to; NULL: none */
     void (*decay)(const ct_layer *L, uint8_t *mask);
     /* State kept in the weights that the optimizer must not move (its
@@ -86,8 +97,25 @@ typedef struct ct_layer_ops {
 /* Indexed by CT_L_*; a _Static_assert keeps it and the enum in step. */
 extern const ct_layer_ops *const ct_layer_table[CT_L_COUNT];
 static inline const ct_layer_ops *ct_layer_ops_of(const ct_layer *L) { return ct_layer_table[L->type]; }
+/* its section name ("conv") */
+static inline const char *ct_layer_name(const ct_layer *L) { return ct_layer_table[L->type]->name; }
 /* the device state L's type built (ct_layer_ops.build) */
 static inline void *ct_layer_kind(const ct_model *m, const ct_layer *L) { return m->kinds[L->type]; }
+
+/* A program and its kernels, what most layer types' state is: load builds
+ * file with opts and takes the n kernels named; unload releases them.
+ * ct_kernels_build / ct_kernels_release are the ct_layer_ops.build and
+ * .release of a type whose state is one ct_kernels; ct_layer_kernel(m, L, j)
+ * is its j-th kernel. */
+#define CT_MAX_KERNELS 8
+typedef struct ct_kernels { cl_program p; cl_kernel k[CT_MAX_KERNELS]; int n; } ct_kernels;
+int ct_kernels_load(ct_model *m, ct_kernels *ks, const char *file, const char *opts, const char *const *names, int n);
+void ct_kernels_unload(ct_kernels *ks);
+int ct_kernels_build(ct_model *m, void **kind, const char *file, const char *const *names, int n);
+void ct_kernels_release(void *kind);
+static inline cl_kernel ct_layer_kernel(const ct_model *m, const ct_layer *L, int j) {
+    return ((const ct_kernels *)ct_layer_kind(m, L))->k[j];
+}
 
 /* Batch norm's parameters, the one place their layout is written: weights
  * gamma[C], running mean[C], running variance[C]; bias beta[C]. kernels/bn.cl
@@ -122,4 +150,16 @@ void ct_layer_init_he(const ct_layer *L, int i, float *p, uint64_t seed);
 void ct_layer_decay_weights(const ct_layer *L, uint8_t *mask);
 /* reserve the four GEMM shapes of y[M, N] = x[M, K] W[K, N] and its backward */
 int ct_layer_reserve_gemm(ct_model *m, int M, int N, int K);
+/* The products of a layer y = act(x W + b) with W [K, L->oc] at L->w_off and
+ * b at L->b_off in the flat parameters, over `rows` rows:
+ * forward  y[rows, oc] = act(x[rows, K] W + b) + beta * y
+ * dW       grads[w_off] += x^T dy
+ * dx       dx[rows, K] = dy W^T + beta * dx
+ * bias     grads[off, off + N) += the sum of the R rows of X [R, N] from
+ *          offset offX (1^T X: a bias gradient, or the sum of partial
+ *          gradients), one GEMM with the model's row of ones (ct_needs.ones >= R) */
+void ct_layer_gemm_forward(ct_model *m, const ct_layer *L, cl_mem x, int rows, int K, float beta, cl_mem y, int act);
+void ct_layer_gemm_dw(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int rows, int K);
+void ct_layer_gemm_dx(ct_model *m, const ct_layer *L, cl_mem dy, int rows, int K, float beta, cl_mem dx);
+void ct_layer_bias_grad(ct_model *m, cl_mem X, size_t offX, int R, int N, size_t off);
 #endif

@@ -9,10 +9,6 @@
 #define CLTRAIN_MODEL_H
 #include "cltrain/gemm.h"
 
-/* layer types: each has its file src/nn/layers/<name>.c and a line in ct_layer_table (cltrain/layer.h) */
-enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_SHORTCUT, CT_L_GLOBALMAXPOOL,
-       CT_L_COUNT };
-extern const char *const ct_layer_names[];
 /* activations, fused into the layers' kernels: same values as kernels/prelude.cl, whose
  * CT_ACT and CT_ACT_BWD hold one line for each */
 enum { CT_ACT_LINEAR = 0, CT_ACT_RELU = 1, CT_ACT_GELU = 2, CT_ACT_COUNT };
@@ -58,11 +54,12 @@ static inline int ct_conv_rule(int algo, int k, int stride, int ic, int oc, int 
 }
 
 typedef struct ct_layer {
-    int type, act;             /* act: CT_ACT_*, fused into the layer's kernels */
+    int type;                   /* its layer type: the index of its ct_layer_ops in ct_layer_table (cltrain/layer.h) */
+    int act;                    /* CT_ACT_*, fused into the layer's kernels */
     int ih, iw, ic, oh, ow, oc; /* per-sample input and output shape */
     int k, stride, pad;         /* conv and pool window */
     int wino;                   /* conv: 0, or m: runs as Winograd F(m x m, 3x3) (kernels/winograd.cl), not im2col + GEMM */
-    int direct;                 /* conv: 0, or 1 + its kernels' index in m->direct: runs as kernels/conv_direct.cl */
+    int direct;                 /* conv: 0, or 1 + its kernels' slot in its type's state: runs as kernels/conv_direct.cl */
     float prob;                 /* dropout probability */
     size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer */
     int line;                   /* line of its section in the .cfg */
@@ -72,9 +69,6 @@ typedef struct ct_layer {
     int relu_next;              /* act is ReLU and its backward is done by the next layer's (a maxpool's: kernels/pool.cl) */
     cl_mem act_in;              /* the activation's input, kept by the forward for the backward when the
                                    activation's gradient reads it (GELU) and the layer does not recompute it */
-    cl_mem pool_arg;            /* maxpool: each maximum's window position, written by the forward for the backward */
-    cl_mem fwd_keep;            /* conv: the last forward's im2col columns or Winograd V, kept for the weight gradient (or NULL) */
-    cl_mem bn_stats, bn_sums;   /* batch norm: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each */
     cl_mem own[4];              /* buffers its type's setup allocated for it (its file names them); the model releases them */
 } ct_layer;
 
@@ -100,19 +94,11 @@ typedef struct ct_model {
     ct_cl *cl;
     ct_gemm gemm;
     int batch;
-    cl_program p_conv, p_pool, p_ops;
-    cl_kernel k_im2col, k_col2im, k_pool_fwd, k_pool_bwd, k_u8, k_act_bwd, k_act_fwd, k_xent, k_nonfinite;
+    cl_program p_ops;           /* ops.cl: what the model does besides its layers */
+    cl_kernel k_u8, k_gather, k_act_bwd, k_act_fwd, k_xent, k_nonfinite;
     cl_mem params, grads, decay_mask; /* decay_mask: a uchar per parameter, 1 where weight decay applies */
     cl_mem input, input_u8, labels, loss, pred, dlogits, ws, ones, flag;
     cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
-    cl_kernel k_gather;
-    cl_program p_bn;
-    cl_kernel k_bn_reduce, k_bn_reduce8, k_bn_stats, k_bn_stats_eval, k_bn_fwd, k_bn_grads, k_bn_dx;
-    cl_mem bn_p1, bn_p2;        /* per-chunk partial sums, shared by the batch-norm layers */
-    cl_program p_drop;
-    cl_kernel k_drop_fwd, k_drop_bwd, k_avg_fwd, k_avg_bwd;
-    cl_program p_short;
-    cl_kernel k_short_fwd, k_short_bwd;
     int conv_algo;              /* CT_CONV_*, set before ct_model_setup (0: im2col everywhere) */
     int wino_unfused;           /* 1: F(4x4) always in separate kernels, never wino_fused (tests run both) */
     /* set before ct_model_setup, for `cltrain tune` (0 and NULL: the tuning database as written):
@@ -122,17 +108,7 @@ typedef struct ct_model {
     int db_defaults;
     const ct_conv_choice *conv_tuned;
     int n_conv_tuned;
-    struct ct_wino_kernels {    /* winograd.cl built for one tile size: [0] F(2x2, 3x3), [1] F(4x4, 3x3) */
-        cl_program p;
-        cl_kernel in, w, out, dy, dw, fused, dw_fused; /* the fused ones: F(4x4) on a CPU only (wino[1]) */
-        cl_kernel w16, dw16;    /* wino_w and wino_dw 16 channels per work-item, for CPUs */
-    } wino[2];
-    struct ct_direct_kernels {  /* conv_direct.cl built for one layer shape (its -D options) */
-        char opts[128];
-        cl_program p;
-        cl_kernel fwd, dw, wt, dx; /* dw: direct_dw or direct_dw_taps; wt, dx: for input channels in 16s */
-    } direct[8];
-    cl_mem ws2, ws3;            /* Winograd's second and third workspaces (m->ws holds the first) */
+    cl_mem ws2, ws3;            /* second and third workspaces, sized by the layers' setup (ct_needs; m->ws is the first) */
     void *kinds[CT_MAX_LAYER_TYPES]; /* each layer type's device state (its programs and kernels), made by its
                                         ct_layer_ops.build when setup meets its first layer, freed by .release */
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */

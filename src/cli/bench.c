@@ -314,7 +314,7 @@ static int bench_kernels(const cli_opts *c) {
         totf[0] += ff;
         totf[1] += fb;
         char desc[64];
-        snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d%s", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh,
+        snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d%s", i, ct_layer_name(L), L->ih, L->iw, L->ic, L->oh,
                  L->ow, L->oc, L->wino == 4 ? " wino4" : L->wino ? " wino" : L->direct ? " direct" : "");
         for (int p = 0; p < 2; p++) {
             double ti = ideal_time(L, B, p, p ? fb : ff, limit, gbs);

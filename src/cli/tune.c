@@ -11,6 +11,7 @@
  * Tested by tests/tune.sh. */
 #include "cli.h"
 #include "cltrain/file.h"
+#include "cltrain/layer.h"
 #include <string.h>
 
 /* mean step time over k steps */
@@ -77,7 +78,7 @@ static const char *const ALGO_NAMES[N_ALGOS] = {"im2col", "wino2", "wino4", "dir
 /* rule: the index (into TILES) of the algorithm the shipped rule gives the shape */
 typedef struct { ct_conv_choice key; int rule, layers; double t[N_ALGOS]; } conv_shape;
 
-static int is_tunable_conv(const ct_layer *L) { return L->type == CT_L_CONV && ct_conv_tunable(L); }
+static int is_tunable_conv(const ct_layer *L) { return !strcmp(ct_layer_name(L), "conv") && ct_conv_tunable(L); }
 static int tile_index(int tile) { return tile == 4 ? 2 : tile == 2 ? 1 : tile == CT_TILE_DIRECT ? A_DIRECT : 0; }
 /* whether algorithm a applies to the shape (the direct kernel has limits) */
 static int algo_fits(const conv_shape *s, int a) { return a != A_DIRECT || ct_conv_direct_fits(3, s->key.ic, s->key.oc); }

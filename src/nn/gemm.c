@@ -405,8 +405,9 @@ void ct_gemm_run_batched(ct_gemm *g, int count, int transA, int M, int N, int K,
     int native = g->mode == CT_GEMM_NATIVE || (g->mode == CT_GEMM_AUTO && c && c->path == CT_GEMM_NATIVE);
     if (!native) { /* --gemm clblast, or auto with CLBlast chosen or still to time this shape: one call per product */
         for (int i = 0; i < count; i++)
-            ct_gemm_run(g, transA, 0, M, N, K, alpha, A, offA + i * strideA, lda, B, offB + i * strideB, ldb, beta, C,
-                        offC + i * strideC, ldc, NULL, 0, 0);
+            ct_gemm_run(g, &(ct_gemm_desc){.transA = transA, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+                                           .A = A, .offA = offA + i * strideA, .lda = lda, .B = B, .offB = offB + i * strideB,
+                                           .ldb = ldb, .C = C, .offC = offC + i * strideC, .ldc = ldc});
         return;
     }
     int prog, kchunk;
@@ -415,9 +416,12 @@ void ct_gemm_run_batched(ct_gemm *g, int count, int transA, int M, int N, int K,
                beta, C, offC, ldc, NULL, 0, 0);
 }
 
-void ct_gemm_run(ct_gemm *g, int transA, int transB, int M, int N, int K, float alpha,
-                 cl_mem A, size_t offA, int lda, cl_mem B, size_t offB, int ldb,
-                 float beta, cl_mem C, size_t offC, int ldc, cl_mem bias, size_t offBias, int act) {
+void ct_gemm_run(ct_gemm *g, const ct_gemm_desc *d) {
+    int transA = d->transA, transB = d->transB, M = d->M, N = d->N, K = d->K, lda = d->lda, ldb = d->ldb, ldc = d->ldc;
+    int act = d->act;
+    float alpha = d->alpha, beta = d->beta;
+    cl_mem A = d->A, B = d->B, C = d->C, bias = d->bias;
+    size_t offA = d->offA, offB = d->offB, offC = d->offC, offBias = d->offBias;
     int path = g->mode;
     if (path == CT_GEMM_AUTO) {
         ct_gemm_choice *c = g->use_choices ? ct_gemm_find(g, transA, transB, M, N, K) : NULL;

@@ -1,340 +1,12 @@
-/* nn/model.c: the sequencer. It reads a .cfg (its own line reader: lines of
- * any length, each section's keys from its layer type's table entry), packs
- * the flat parameter buffer, allocates every device buffer once
- * (ct_model_setup), and runs the layers in order forward and in reverse
+/* nn/model.c: the sequencer. Given a model read by nn/cfg.c, it allocates
+ * every device buffer once (ct_model_setup), and runs the layers in order forward and in reverse
  * backward, each through its ct_layer_ops (src/nn/layers/); then softmax
  * cross-entropy and the optimizer launch. Nothing is allocated after
  * ct_model_setup. Tested by tests/test_model.c and tests/test_layers.c. */
 #include "cltrain/layer.h"
-#include <ctype.h>
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
-
-extern const struct ct_embedded { const char *name; const char *src; } ct_embedded_models[];
-
-/* ---------------- parsing ---------------- */
-
-enum { SECT_NET = -1, SECT_SOFTMAX = -2 };
-static const ct_key net_keys[] = {
-    CT_KEY(height, CT_KEY_INT, 1, 65536), CT_KEY(width, CT_KEY_INT, 1, 65536),
-    CT_KEY(channels, CT_KEY_INT, 1, 4096), CT_KEY(classes, CT_KEY_INT, 2, 65536),
-};
-
-/* one [section] being read: its kind (SECT_* or CT_L_*) and keys */
-typedef struct sect_kind { int kind; const ct_key *keys; int n_keys; } sect_kind;
-
-static int find_kind(const char *name, sect_kind *k) {
-    if (!strcmp(name, "net")) { *k = (sect_kind){SECT_NET, net_keys, (int)(sizeof net_keys / sizeof *net_keys)}; return 1; }
-    if (!strcmp(name, "softmax")) { *k = (sect_kind){SECT_SOFTMAX, NULL, 0}; return 1; }
-    for (int t = 0; t < CT_L_COUNT; t++) {
-        const ct_layer_ops *o = ct_layer_table[t];
-        if (!strcmp(name, o->name) || (o->alias && !strcmp(name, o->alias))) {
-            *k = (sect_kind){t, o->keys, o->n_keys};
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void sect_defaults(ct_sect *s, const sect_kind *k) {
-    s->stride = 1;
-    s->act = CT_ACT_LINEAR;
-    s->prob = 0.5f;
-    s->from = 0;
-    if (k->kind >= 0 && ct_layer_table[k->kind]->defaults) ct_layer_table[k->kind]->defaults(s);
-}
-
-static int set_value(ct_sect *s, const ct_key *key, const char *name, const char *v, int line) {
-    char *end;
-    errno = 0;
-    if (key->type == CT_KEY_ACT) {
-        int *act = (int *)((char *)s + key->off), a = 0;
-        while (a < CT_ACT_COUNT && strcmp(v, ct_activations[a].name)) a++;
-        if (a == CT_ACT_COUNT) {
-            char known[128] = "";
-            for (int j = 0; j < CT_ACT_COUNT; j++)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "", ct_activations[j].name);
-            return ct_fail(CT_EINPUT, "%s:%d: activation=%s: expected one of %s", s->file, line, v, known);
-        }
-        *act = a;
-    } else if (key->type == CT_KEY_PROB) {
-        double d = strtod(v, &end);
-        if (end == v || *end || !(d >= 0 && d < 1))
-            return ct_fail(CT_EINPUT, "%s:%d: %s=%s is not a number in [0, 1)", s->file, line, name, v);
-        *(float *)((char *)s + key->off) = (float)d;
-    } else {
-        long d = strtol(v, &end, 10);
-        if (end == v || *end || errno || d < key->lo || d > key->hi)
-            return ct_fail(CT_EINPUT, "%s:%d: %s=%s is not a whole number in %d..%d", s->file, line, name, v, key->lo, key->hi);
-        *(int *)((char *)s + key->off) = (int)d;
-    }
-    return 0;
-}
-
-/* "key = value" (or "key: value", as inih took it; "; comment" after a
- * blank ends the value) against the section's own keys */
-static int parse_key_line(ct_sect *s, const sect_kind *k, const char *p, size_t len, int line) {
-    size_t sep = 0;
-    while (sep < len && p[sep] != '=' && p[sep] != ':') sep++;
-    if (sep == len)
-        return ct_fail(CT_EINPUT, "%s:%d: cannot parse this line in [%s] (expected key=value): '%.*s'", s->file, line,
-                       s->kind, len > 60 ? 60 : (int)len, p);
-    size_t ke = sep, vb = sep + 1, ve = len;
-    while (ke > 0 && isspace((unsigned char)p[ke - 1])) ke--;
-    while (vb < len && isspace((unsigned char)p[vb])) vb++;
-    for (size_t j = vb; j < len; j++)
-        if (p[j] == ';' && j > vb && isspace((unsigned char)p[j - 1])) { ve = j; break; }
-    while (ve > vb && isspace((unsigned char)p[ve - 1])) ve--;
-    char name[64], *value = strndup(p + vb, ve - vb);
-    snprintf(name, sizeof name, "%.*s", ke > 63 ? 63 : (int)ke, p);
-    int rc = 0, i = 0;
-    while (i < k->n_keys && (ke != strlen(k->keys[i].name) || strncmp(p, k->keys[i].name, ke))) i++;
-    if (i == k->n_keys) {
-        char list[256] = "";
-        for (int j = 0; j < k->n_keys; j++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", k->keys[j].name);
-        rc = ct_fail(CT_EINPUT, "%s:%d: %.*s: [%s] takes no key '%s' (%s%s)", s->file, line, len > 60 ? 60 : (int)len, p,
-                     s->kind, name, k->n_keys ? "its keys: " : "it takes no keys", list);
-    } else {
-        rc = set_value(s, &k->keys[i], name, value, line);
-        s->has |= 1u << i;
-    }
-    free(value);
-    return rc;
-}
-
-/* a line of [p, p + len): 1 if blank or a comment */
-static int blank_line(const char *p, size_t len) {
-    size_t i = 0;
-    while (i < len && isspace((unsigned char)p[i])) i++;
-    return i == len || p[i] == '#' || p[i] == ';';
-}
-
-static int add_layer(ct_model *m, const ct_sect *s, int type, int *h, int *w, int *c) {
-    if (m->n_layers >= CT_MAX_LAYERS) return ct_fail(CT_EINPUT, "%s:%d: more than %d layers", s->file, s->line, CT_MAX_LAYERS);
-    const ct_layer_ops *o = ct_layer_table[type];
-    ct_layer *L = &m->layers[m->n_layers];
-    memset(L, 0, sizeof *L);
-    L->type = type;
-    L->act = s->act;
-    L->line = s->line;
-    L->from = -2;
-    L->ih = *h; L->iw = *w; L->ic = *c;
-    int rc = o->shape(m, L, s);
-    if (rc) return rc;
-    if ((double)L->oh * L->ow * L->oc > 1e9) return ct_fail(CT_EINPUT, "%s:%d: layer output is absurdly large", s->file, s->line);
-    if (o->flops) m->flops_fwd += o->flops(L);
-    L->w_off = m->n_params;
-    m->n_params += L->n_w;
-    L->b_off = m->n_params;
-    m->n_params += L->n_b;
-    *h = L->oh; *w = L->ow; *c = L->oc;
-    m->n_layers++;
-    return 0;
-}
-
-typedef struct parse_state { int have_net, have_softmax, h, w, c; } parse_state;
-
-/* a section once its keys are read */
-static int end_section(ct_model *m, parse_state *ps, const ct_sect *s, const sect_kind *k) {
-    if (k->kind == SECT_NET) {
-        if (ps->have_net || m->n_layers) return ct_fail(CT_EINPUT, "%s:%d: [net] must come first, once", s->file, s->line);
-        if ((s->has & 15u) != 15u)
-            return ct_fail(CT_EINPUT, "%s:%d: [net] needs height=, width=, channels= and classes=", s->file, s->line);
-        ps->have_net = 1;
-        m->in_h = ps->h = s->height; m->in_w = ps->w = s->width; m->in_c = ps->c = s->channels; m->n_classes = s->classes;
-        return 0;
-    }
-    if (k->kind == SECT_SOFTMAX) { ps->have_softmax = 1; return 0; }
-    if (!ps->have_net) return ct_fail(CT_EINPUT, "%s:%d: a [net] section with the input shape must come first", s->file, s->line);
-    if (ps->have_softmax) return ct_fail(CT_EINPUT, "%s:%d: [softmax] must be the last section", s->file, s->line);
-    return add_layer(m, s, k->kind, &ps->h, &ps->w, &ps->c);
-}
-
-/* a "[name]" header line: the kind, and nothing after it but a comment */
-static int parse_header(const char *name, const char *p, size_t len, int line, char *kind, size_t cap, sect_kind *k) {
-    const char *q = p, *e = p + len;
-    while (q < e && isspace((unsigned char)*q)) q++;
-    const char *close = memchr(q, ']', (size_t)(e - q));
-    if (q == e || *q != '[' || !close) return ct_fail(CT_EINPUT, "%s:%d: malformed section header", name, line);
-    snprintf(kind, cap, "%.*s", (int)(close - q - 1), q + 1);
-    if (!find_kind(kind, k)) { /* the name first: a misspelt layer is the error to report */
-        char known[256] = "net";
-        for (int t = 0; t < CT_L_COUNT; t++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", ct_layer_table[t]->name);
-        return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: %s, softmax", name, line, kind, known);
-    }
-    if (!blank_line(close + 1, (size_t)(e - close - 1)))
-        return ct_fail(CT_EINPUT, "%s:%d: text after the [%s] header: '%.*s'; put each key=value on its own line", name,
-                       line, kind, (int)(e - close - 1 > 60 ? 60 : e - close - 1), close + 1);
-    return 0;
-}
-
-static int parse_text(ct_model *m, const char *text, const char *name);
-
-int ct_model_parse(ct_model *m, const char *text, const char *name) {
-    int rc = parse_text(m, text, name);
-    if (rc) { /* nothing to free for the caller on failure */
-        free(m->cfg);
-        m->cfg = NULL;
-    }
-    return rc;
-}
-
-static int parse_text(ct_model *m, const char *text, const char *name) {
-    memset(m, 0, sizeof *m);
-    snprintf(m->name, sizeof m->name, "%s", name);
-    m->cfg = strdup(text);
-    parse_state ps = {0};
-    ct_sect s = {.file = name};
-    sect_kind k = {0};
-    char kind[32];
-    int in_sect = 0, rc = 0, line = 1;
-    for (const char *p = text; *p && !rc; line++) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
-        const char *q = p;
-        while (q < p + len && (*q == ' ' || *q == '\t')) q++;
-        if (q < p + len && *q == '[') {
-            if (in_sect) rc = end_section(m, &ps, &s, &k);
-            if (!rc) rc = parse_header(name, p, len, line, kind, sizeof kind, &k);
-            s = (ct_sect){.file = name, .line = line, .kind = kind};
-            sect_defaults(&s, &k);
-            in_sect = 1;
-        } else if (!blank_line(p, len)) {
-            if (!in_sect)
-                rc = ct_fail(CT_EINPUT, "%s:%d: expected a [section] header, got '%.*s'", name, line, len > 60 ? 60 : (int)len, p);
-            else
-                rc = parse_key_line(&s, &k, q, len - (size_t)(q - p), line);
-        }
-        p = eol ? eol + 1 : p + len;
-    }
-    if (!rc && in_sect) rc = end_section(m, &ps, &s, &k);
-    if (rc) return rc;
-    if (!ps.have_net) return ct_fail(CT_EINPUT, "%s: no [net] section", name);
-    if (!m->n_layers) return ct_fail(CT_EINPUT, "%s: no layers", name);
-    ct_layer *last = &m->layers[m->n_layers - 1];
-    if (last->type != CT_L_DENSE || last->oc != m->n_classes)
-        return ct_fail(CT_EINPUT, "%s: the last layer must be a [dense] with outputs=%d (classes), followed by [softmax]", name, m->n_classes);
-    if (!ps.have_softmax) return ct_fail(CT_EINPUT, "%s: missing the final [softmax] section", name);
-    return 0;
-}
-/* The text of --model SPEC: a file when it contains '/' or ends in .cfg, else a
- * built-in. *text is malloc'd. */
-static int model_text(const char *spec, char **text) {
-    *text = NULL;
-    size_t n = strlen(spec);
-    if (strchr(spec, '/') || (n > 4 && !strcmp(spec + n - 4, ".cfg"))) {
-        FILE *f = fopen(spec, "rb");
-        if (!f) return ct_fail(CT_EINPUT, "%s: cannot open model file: %s", spec, strerror(errno));
-        char *buf = ct_xmalloc(1 << 20);
-        size_t got = fread(buf, 1, (1 << 20) - 1, f);
-        int toolong = !feof(f);
-        fclose(f);
-        if (toolong) { free(buf); return ct_fail(CT_EINPUT, "%s: model file larger than 1 MiB", spec); }
-        buf[got] = 0;
-        if (strlen(buf) != got) { free(buf); return ct_fail(CT_EINPUT, "%s: not a text file", spec); }
-        *text = buf;
-        return 0;
-    }
-    char want[300];
-    snprintf(want, sizeof want, "%s.cfg", spec);
-    for (const struct ct_embedded *e = ct_embedded_models; e->name; e++)
-        if (!strcmp(e->name, want)) { *text = strdup(e->src); return 0; }
-    return ct_fail(CT_EINPUT, "--model %s: no such built-in model (built-ins: %s) and not a .cfg file", spec, ct_model_builtins());
-}
-
-static char builtins[1024];
-static void make_builtins(void) {
-    for (const struct ct_embedded *e = ct_embedded_models; e->name; e++) {
-        size_t l = strlen(builtins);
-        snprintf(builtins + l, sizeof builtins - l, "%s%.*s", l ? ", " : "", (int)(strlen(e->name) - 4), e->name);
-    }
-}
-
-const char *ct_model_builtins(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, make_builtins);
-    return builtins;
-}
-
-int ct_model_load(ct_model *m, const char *spec) {
-    memset(m, 0, sizeof *m); /* every failure leaves *m safe to ct_model_free */
-    char *text;
-    int rc = model_text(spec, &text);
-    if (!rc) rc = ct_model_parse(m, text, spec);
-    free(text);
-    return rc;
-}
-
-/* the key of a "key = value" (or "key: value") line, trimmed, or "" */
-static void line_key(const char *l, size_t len, char *key, size_t cap) {
-    size_t i = 0, k = 0;
-    while (i < len && isspace((unsigned char)l[i])) i++;
-    while (i < len && l[i] != '=' && l[i] != ':' && !isspace((unsigned char)l[i]) && k + 1 < cap) key[k++] = l[i++];
-    while (i < len && isspace((unsigned char)l[i])) i++;
-    if (i >= len || (l[i] != '=' && l[i] != ':')) k = 0;
-    key[k] = 0;
-}
-
-/* a growing, always terminated string */
-typedef struct text_buf { char *p; size_t n, cap; } text_buf;
-static void buf_add(text_buf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        char *q = realloc(b->p, b->cap);
-        if (!q) { fprintf(stderr, "cltrain: out of memory (%zu bytes)\n", b->cap); abort(); }
-        b->p = q;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int classes) {
-    memset(m, 0, sizeof *m);
-    char *text;
-    int rc = model_text(spec, &text);
-    if (rc) return rc;
-    /* pass 1: where the last [dense] section starts; pass 2: rewrite the
-     * [net] shape and that section's outputs, line by line */
-    const char *last_dense = NULL;
-    for (const char *p = text; *p;) {
-        const char *q = p;
-        while (*q == ' ' || *q == '\t') q++;
-        if (!strncmp(q, "[dense]", 7) || !strncmp(q, "[connected]", 11)) last_dense = p;
-        const char *e = strchr(p, '\n');
-        p = e ? e + 1 : p + strlen(p);
-    }
-    text_buf out = {0};
-    buf_add(&out, "", 0);
-    int section = 0; /* 1: [net], 2: the last [dense] */
-    for (const char *p = text; *p;) {
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        const char *q = p;
-        while (*q == ' ' || *q == '\t') q++;
-        if (*q == '[') section = !strncmp(q, "[net]", 5) ? 1 : p == last_dense ? 2 : 0;
-        char key[32], line[64];
-        line_key(p, len, key, sizeof key);
-        int v = -1;
-        if (section == 1 && !strcmp(key, "height")) v = h;
-        else if (section == 1 && !strcmp(key, "width")) v = w;
-        else if (section == 1 && !strcmp(key, "channels")) v = c;
-        else if (section == 1 && !strcmp(key, "classes")) v = classes;
-        else if (section == 2 && !strcmp(key, "outputs")) v = classes;
-        if (v >= 0) buf_add(&out, line, (size_t)snprintf(line, sizeof line, "%s=%d\n", key, v));
-        else { buf_add(&out, p, len); buf_add(&out, "\n", 1); }
-        p = e ? e + 1 : p + len;
-    }
-    free(text);
-    rc = ct_model_parse(m, out.p, spec);
-    free(out.p);
-    return rc;
-}
 
 int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name, const char *advice) {
     if (h != m->in_h || w != m->in_w || c != m->in_c)
@@ -350,7 +22,7 @@ void ct_model_summary(const ct_model *m, FILE *out) {
             m->in_w, m->in_c, m->n_classes, m->n_params, m->flops_fwd * 1e-6);
     for (int i = 0; i < m->n_layers; i++) {
         const ct_layer *L = &m->layers[i];
-        fprintf(out, "  %2d %-9s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, ct_layer_names[L->type], L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
+        fprintf(out, "  %2d %-9s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, ct_layer_name(L), L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
         if (L->k) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
         if (L->wino) fprintf(out, " wino%d", L->wino);
         if (L->direct) fprintf(out, " direct");
@@ -364,31 +36,9 @@ void ct_model_summary(const ct_model *m, FILE *out) {
 
 static int build_kernels(ct_model *m, ct_cl *cl) {
     int rc;
-    if ((rc = ct_cl_build(cl, &m->p_conv, "conv.cl", ""))) return rc;
-    if ((rc = ct_cl_build(cl, &m->p_pool, "pool.cl", ""))) return rc;
     if ((rc = ct_cl_build(cl, &m->p_ops, "ops.cl", ""))) return rc;
-    if ((rc = ct_cl_build(cl, &m->p_bn, "bn.cl", ""))) return rc;
-    if ((rc = ct_cl_build(cl, &m->p_drop, "dropout.cl", ""))) return rc;
-    if ((rc = ct_cl_build(cl, &m->p_short, "shortcut.cl", ""))) return rc;
-    m->k_short_fwd = ct_cl_kernel(m->p_short, "shortcut_fwd");
-    m->k_short_bwd = ct_cl_kernel(m->p_short, "shortcut_bwd");
-    m->k_im2col = ct_cl_kernel(m->p_conv, "im2col");
-    m->k_col2im = ct_cl_kernel(m->p_conv, "col2im");
-    m->k_pool_fwd = ct_cl_kernel(m->p_pool, "maxpool_fwd");
-    m->k_pool_bwd = ct_cl_kernel(m->p_pool, "maxpool_bwd");
     m->k_u8 = ct_cl_kernel(m->p_ops, "u8_to_f32");
     m->k_gather = ct_cl_kernel(m->p_ops, "gather_u8");
-    m->k_drop_fwd = ct_cl_kernel(m->p_drop, "dropout_fwd");
-    m->k_drop_bwd = ct_cl_kernel(m->p_drop, "dropout_bwd");
-    m->k_avg_fwd = ct_cl_kernel(m->p_pool, "avgpool_fwd");
-    m->k_avg_bwd = ct_cl_kernel(m->p_pool, "avgpool_bwd");
-    m->k_bn_reduce = ct_cl_kernel(m->p_bn, "bn_reduce");
-    m->k_bn_reduce8 = ct_cl_kernel(m->p_bn, "bn_reduce8");
-    m->k_bn_stats = ct_cl_kernel(m->p_bn, "bn_stats");
-    m->k_bn_stats_eval = ct_cl_kernel(m->p_bn, "bn_stats_eval");
-    m->k_bn_fwd = ct_cl_kernel(m->p_bn, "bn_fwd");
-    m->k_bn_grads = ct_cl_kernel(m->p_bn, "bn_grads");
-    m->k_bn_dx = ct_cl_kernel(m->p_bn, "bn_bwd_dx");
     m->k_act_bwd = ct_cl_kernel(m->p_ops, "act_bwd");
     m->k_act_fwd = ct_cl_kernel(m->p_ops, "act_fwd");
     m->k_xent = ct_cl_kernel(m->p_ops, "softmax_xent");
@@ -409,7 +59,7 @@ static int check_counts(const ct_model *m, int batch) {
         if (kk > n) n = kk; /* im2col rows x columns: the conv GEMMs' sizes */
         if (n * (size_t)batch > INT_MAX)
             return ct_fail(CT_EINPUT, "%s:%d: layer %d (%s) holds %zu values for a batch of %d, more than the %d the kernels index; use a smaller --batch",
-                           m->name, L->line, i, ct_layer_names[L->type], n * (size_t)batch, batch, INT_MAX);
+                           m->name, L->line, i, ct_layer_name(L), n * (size_t)batch, batch, INT_MAX);
     }
     return 0;
 }
@@ -444,7 +94,7 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     if ((rc = ct_cl_alloc(cl, &m->pred, (size_t)batch * 4, "predictions"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->dlogits, (size_t)batch * m->n_classes * 4, "logit gradients"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->flag, 4, "flag"))) return rc;
-    ct_needs need = {.ws = 0, .ones = (size_t)batch, .bn_part = 0, .ws2 = 0, .ws3 = 0};
+    ct_needs need = {.ws = 0, .ones = (size_t)batch, .ws2 = 0, .ws3 = 0};
     for (int i = 0; i < m->n_layers; i++) {
         ct_layer *L = &m->layers[i];
         char what[64];
@@ -462,14 +112,10 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
         }
         if (o->setup && (rc = o->setup(m, L, batch, &need))) return rc;
     }
-    if (need.bn_part) {
-        if ((rc = ct_cl_alloc(cl, &m->bn_p1, need.bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
-        if ((rc = ct_cl_alloc(cl, &m->bn_p2, need.bn_part * sizeof(float), "batch-norm partial sums"))) return rc;
-    }
-    if ((rc = ct_cl_alloc(cl, &m->ws, (need.ws ? need.ws : 1) * sizeof(float), "im2col workspace"))) return rc;
+    if ((rc = ct_cl_alloc(cl, &m->ws, (need.ws ? need.ws : 1) * sizeof(float), "workspace"))) return rc;
     if ((rc = ct_cl_alloc(cl, &m->ones, need.ones * sizeof(float), "ones"))) return rc;
-    if (need.ws2 && (rc = ct_cl_alloc(cl, &m->ws2, need.ws2 * sizeof(float), "Winograd workspace"))) return rc;
-    if (need.ws3 && (rc = ct_cl_alloc(cl, &m->ws3, need.ws3 * sizeof(float), "Winograd workspace"))) return rc;
+    if (need.ws2 && (rc = ct_cl_alloc(cl, &m->ws2, need.ws2 * sizeof(float), "second workspace"))) return rc;
+    if (need.ws3 && (rc = ct_cl_alloc(cl, &m->ws3, need.ws3 * sizeof(float), "third workspace"))) return rc;
     float one = 1.0f;
     CL_CHECK(clEnqueueFillBuffer(cl->queue, m->ones, &one, sizeof one, 0, need.ones * sizeof(float), 0, NULL, NULL));
     uint8_t *mask = ct_xcalloc(m->n_params ? m->n_params : 1, 1);
@@ -500,39 +146,18 @@ void ct_model_free(ct_model *m) {
     for (int i = 0; i < m->n_layers; i++) {
         ct_cl_release(&m->layers[i].out);
         ct_cl_release(&m->layers[i].dx);
-        ct_cl_release(&m->layers[i].bn_stats);
-        ct_cl_release(&m->layers[i].bn_sums);
-        ct_cl_release(&m->layers[i].fwd_keep);
-        ct_cl_release(&m->layers[i].pool_arg);
         ct_cl_release(&m->layers[i].act_in);
         for (int j = 0; j < 4; j++) ct_cl_release(&m->layers[i].own[j]);
     }
-    ct_cl_release(&m->bn_p1);
-    ct_cl_release(&m->bn_p2);
     m->input = m->labels = NULL; /* aliases of inputs[] and labels2[] */
     cl_mem *mems[] = {&m->params, &m->grads, &m->decay_mask, &m->inputs[0], &m->inputs[1],
                       &m->labels2[0], &m->labels2[1], &m->input_u8,
                       &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag, &m->ws2, &m->ws3};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);
-    cl_kernel ks[] = {m->k_gather, m->k_im2col, m->k_col2im, m->k_pool_fwd, m->k_pool_bwd, m->k_u8, m->k_act_bwd, m->k_act_fwd, m->k_xent,
-                      m->k_nonfinite, m->k_drop_fwd, m->k_drop_bwd, m->k_avg_fwd, m->k_avg_bwd,
-                      m->k_bn_reduce, m->k_bn_reduce8, m->k_bn_stats, m->k_bn_stats_eval, m->k_bn_fwd, m->k_bn_grads, m->k_bn_dx, m->k_short_fwd, m->k_short_bwd,
-                      m->wino[0].in, m->wino[0].w, m->wino[0].out, m->wino[0].dy, m->wino[0].dw,
-                      m->wino[1].in, m->wino[1].w, m->wino[1].out, m->wino[1].dy, m->wino[1].dw, m->wino[1].fused, m->wino[1].dw_fused,
-                      m->wino[0].w16, m->wino[0].dw16, m->wino[1].w16, m->wino[1].dw16};
+    cl_kernel ks[] = {m->k_gather, m->k_u8, m->k_act_bwd, m->k_act_fwd, m->k_xent, m->k_nonfinite};
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
-    cl_program ps[] = {m->p_conv, m->p_pool, m->p_ops, m->p_bn, m->p_drop, m->p_short, m->wino[0].p, m->wino[1].p};
-    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
-        if (ps[i]) clReleaseProgram(ps[i]);
-    for (size_t i = 0; i < sizeof m->direct / sizeof *m->direct; i++) {
-        struct ct_direct_kernels *d = &m->direct[i];
-        if (d->fwd) clReleaseKernel(d->fwd);
-        if (d->dw) clReleaseKernel(d->dw);
-        if (d->wt) clReleaseKernel(d->wt);
-        if (d->dx) clReleaseKernel(d->dx);
-        if (d->p) clReleaseProgram(d->p);
-    }
+    if (m->p_ops) clReleaseProgram(m->p_ops);
     for (int t = 0; t < CT_L_COUNT; t++)
         if (m->kinds[t]) ct_layer_table[t]->release(m->kinds[t]);
     if (m->gemm.cl) ct_gemm_free(&m->gemm);

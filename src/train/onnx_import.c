@@ -19,6 +19,7 @@
  * tests/import.sh (PyTorch's exports against PyTorch's logits) and
  * tests/fuzz/fuzz_onnx.c. */
 #include "cltrain/onnx.h"
+#include "cltrain/layer.h"
 #include "cltrain/common.h"
 #include <math.h>
 #include <stdarg.h>
@@ -1019,7 +1020,7 @@ static int gelu_step(imp *im, const node *nd) {
             return fail_node(im, nd, "GELU of a tensor that is also read elsewhere (before the GELU)");
         if (!(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
             return fail_node(im, nd, "cltrain applies GELU inside a conv, dense, batch norm or residual layer; this one follows %s",
-                             ct_layer_names[L->type]);
+                             ct_layer_table[L->type]->name);
         L->act = CT_ACT_GELU;
         if (gelu == 2) note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
         set_act(im, nd->out[0], *base);
@@ -1137,7 +1138,7 @@ static int do_node(imp *im, const node *nd, int idx) {
         lay *L = x->layer >= 0 ? &im->layers[x->layer] : NULL;
         if (!L || L->act || !(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
             return fail_node(im, nd, "cltrain applies %s inside a conv, dense, batch norm or residual layer; this one follows %s",
-                             gelu ? "GELU" : "ReLU", L ? ct_layer_names[L->type] : "the input");
+                             gelu ? "GELU" : "ReLU", L ? ct_layer_table[L->type]->name : "the input");
         if (readers(im, nd->in[0]) > 1) return fail_node(im, nd, "its input is also read elsewhere (before the activation)");
         L->act = gelu ? CT_ACT_GELU : CT_ACT_RELU;
         set_act(im, nd->out[0], *x);

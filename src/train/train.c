@@ -5,6 +5,7 @@
  * terminal, plain lines otherwise. Tested by tests/cli.sh, tests/checkpoint.sh,
  * tests/mpi.sh and tests/test_schedule.c. */
 #include "loop.h"
+#include "cltrain/layer.h"
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -200,7 +201,7 @@ static int nan_check(ct_loop *loop, const ct_step_info *si) {
     int layer = ct_model_first_nonfinite_layer(m);
     char where[96];
     if (layer >= 0) snprintf(where, sizeof where, "the gradient of layer %d (%s, .cfg line %d)", layer,
-                             ct_layer_names[m->layers[layer].type], m->layers[layer].line);
+                             ct_layer_name(&m->layers[layer]), m->layers[layer].line);
     else snprintf(where, sizeof where, "the loss");
     if (o->on_nan_skip) {
         if (loop->writer) fprintf(stderr, "%scltrain: step %lld: %s is NaN or infinite; step skipped (--on-nan skip)\n",

@@ -4,6 +4,10 @@
  * tests: tests/test_dropout.c. */
 #include "cltrain/layer.h"
 
+static const char *const kernels[] = {"avgpool_fwd", "avgpool_bwd"};
+enum { FWD, BWD };
+static int build(ct_model *m, void **kind) { return ct_kernels_build(m, kind, "pool.cl", kernels, 2); }
+
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     (void)m;
     (void)s;
@@ -15,9 +19,10 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
     int HW = L->ih * L->iw;
-    ct_kargs(m->k_avg_fwd, L->out, x, HW, L->oc, B);
+    cl_kernel k = ct_layer_kernel(m, L, FWD);
+    ct_kargs(k, L->out, x, HW, L->oc, B);
     size_t g2[2] = {(size_t)L->oc, (size_t)B};
-    ct_cl_run(m->cl, m->k_avg_fwd, "avgpool_fwd", 2, g2, NULL);
+    ct_cl_run(m->cl, k, "avgpool_fwd", 2, g2, NULL);
 }
 
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
@@ -25,12 +30,22 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     if (!L->dx) return;
     int HW = L->ih * L->iw, n = B * HW;
-    ct_kargs(m->k_avg_bwd, L->dx, dy, HW, L->oc, n);
+    cl_kernel k = ct_layer_kernel(m, L, BWD);
+    ct_kargs(k, L->dx, dy, HW, L->oc, n);
     size_t g2[2] = {(size_t)L->oc, (size_t)n};
-    ct_cl_run(m->cl, m->k_avg_bwd, "avgpool_bwd", 2, g2, NULL);
+    ct_cl_run(m->cl, k, "avgpool_bwd", 2, g2, NULL);
+}
+
+static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
+    (void)p;
+    const ct_layer *L = &m->layers[i];
+    ct_onnx_to_4d(g, L->ic, L->ih, L->iw, x, rank4);
+    ct_onnx_apply(g, "GlobalAveragePool", "avgpool", x);
+    return 0;
 }
 
 const ct_layer_ops ct_layer_avgpool = {
     .type = CT_L_AVGPOOL, .name = "avgpool", .keys = NULL, .n_keys = 0,
-    .shape = shape, .forward = forward, .backward = backward,
+    .build = build, .release = ct_kernels_release, .shape = shape, .forward = forward, .backward = backward,
+    .onnx = onnx,
 };

@@ -7,12 +7,35 @@
  * from x, instead of by the sequencer over y. Kernels: kernels/bn.cl. Reference:
  * src/ref/bn.c; tests: tests/test_bn.c. */
 #include "cltrain/layer.h"
+#include <string.h>
 
 enum { BN_CHUNK = 64 }; /* rows per partial sum */
 #define BN_EPS 1e-5f
 #define BN_MOMENTUM 0.1f
 
 static const ct_key keys[] = {CT_KEY_ACTIVATION};
+
+/* The type's state: bn.cl's kernels, and the per-chunk partial sums its layers share */
+static const char *const kernels[] = {"bn_reduce", "bn_reduce8", "bn_stats", "bn_stats_eval", "bn_fwd", "bn_grads", "bn_bwd_dx"};
+enum { REDUCE, REDUCE8, STATS, STATS_EVAL, FWD, GRADS, DX };
+typedef struct bn_kind { ct_kernels ks; cl_mem p1, p2; size_t n; } bn_kind;
+/* the per-layer buffers, in L->own: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each */
+#define STATS_OF(L) ((L)->own[0])
+#define SUMS_OF(L) ((L)->own[1])
+
+static int build(ct_model *m, void **out) {
+    bn_kind *k = ct_xcalloc(1, sizeof *k);
+    *out = k;
+    return ct_kernels_load(m, &k->ks, "bn.cl", "", kernels, (int)(sizeof kernels / sizeof *kernels));
+}
+
+static void release(void *v) {
+    bn_kind *k = v;
+    ct_kernels_unload(&k->ks);
+    ct_cl_release(&k->p1);
+    ct_cl_release(&k->p2);
+    free(k);
+}
 
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     (void)m;
@@ -24,19 +47,29 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
 }
 
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
+    (void)n;
+    bn_kind *k = ct_layer_kind(m, L);
     size_t rows = (size_t)batch * L->oh * L->ow, part = (rows + BN_CHUNK - 1) / BN_CHUNK * (size_t)L->oc;
-    if (part > n->bn_part) n->bn_part = part;
-    int rc = ct_cl_alloc(m->cl, &L->bn_stats, 2 * (size_t)L->oc * sizeof(float), "batch-norm statistics");
-    if (!rc) rc = ct_cl_alloc(m->cl, &L->bn_sums, 2 * (size_t)L->oc * sizeof(float), "batch-norm sums");
+    int rc = 0;
+    if (part > k->n) { /* the partial sums: as large as the largest layer needs */
+        ct_cl_release(&k->p1);
+        ct_cl_release(&k->p2);
+        k->n = part;
+        rc = ct_cl_alloc(m->cl, &k->p1, part * sizeof(float), "batch-norm partial sums");
+        if (!rc) rc = ct_cl_alloc(m->cl, &k->p2, part * sizeof(float), "batch-norm partial sums");
+    }
+    if (!rc) rc = ct_cl_alloc(m->cl, &STATS_OF(L), 2 * (size_t)L->oc * sizeof(float), "batch-norm statistics");
+    if (!rc) rc = ct_cl_alloc(m->cl, &SUMS_OF(L), 2 * (size_t)L->oc * sizeof(float), "batch-norm sums");
     return rc;
 }
 
-/* bn_reduce's partial sums into bn_p1, bn_p2 (mode 0: of x; 2: of dy and dy*xhat, dy through L's activation) */
+/* bn_reduce's partial sums into the kind's p1, p2 (mode 0: of x; 2: of dy and dy*xhat, dy through L's activation) */
 static void reduce(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int M, int mode) {
     int C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK, vw = C % 8 ? 1 : 8;
-    cl_kernel k = vw == 8 ? m->k_bn_reduce8 : m->k_bn_reduce;
+    const bn_kind *bk = ct_layer_kind(m, L);
+    cl_kernel k = bk->ks.k[vw == 8 ? REDUCE8 : REDUCE];
     ct_bn_slices p = ct_bn_layout(L);
-    ct_kargs(k, m->bn_p1, m->bn_p2, x, dy, L->bn_stats, m->params, (int)p.gamma, (int)p.beta, mode ? L->act : 0, M, C,
+    ct_kargs(k, bk->p1, bk->p2, x, dy, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, mode ? L->act : 0, M, C,
              chunk, mode);
     size_t g2[2] = {(size_t)(C / vw), (size_t)chunks};
     ct_cl_run(m->cl, k, "bn_reduce", 2, g2, NULL);
@@ -44,6 +77,8 @@ static void reduce(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int M, i
 
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
+    const bn_kind *bk = ct_layer_kind(m, L);
+    const cl_kernel *k = bk->ks.k;
     ct_bn_slices p = ct_bn_layout(L);
     int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK;
     int offM = (int)p.mean, offV = (int)p.var;
@@ -51,29 +86,31 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     size_t g1 = (size_t)C, ge[2] = {(size_t)(C / vw), (size_t)M};
     if (m->training) {
         reduce(m, L, x, x, M, 0);
-        ct_kargs(m->k_bn_stats, L->bn_stats, m->bn_p1, m->bn_p2, chunks, chunk, M, C, BN_EPS, BN_MOMENTUM, m->params, offM,
+        ct_kargs(k[STATS], STATS_OF(L), bk->p1, bk->p2, chunks, chunk, M, C, BN_EPS, BN_MOMENTUM, m->params, offM,
                  offV);
-        ct_cl_run(m->cl, m->k_bn_stats, "bn_stats", 1, &g1, NULL);
+        ct_cl_run(m->cl, k[STATS], "bn_stats", 1, &g1, NULL);
     } else {
-        ct_kargs(m->k_bn_stats_eval, L->bn_stats, m->params, offM, offV, C, BN_EPS);
-        ct_cl_run(m->cl, m->k_bn_stats_eval, "bn_stats_eval", 1, &g1, NULL);
+        ct_kargs(k[STATS_EVAL], STATS_OF(L), m->params, offM, offV, C, BN_EPS);
+        ct_cl_run(m->cl, k[STATS_EVAL], "bn_stats_eval", 1, &g1, NULL);
     }
-    ct_kargs(m->k_bn_fwd, L->out, x, L->bn_stats, m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw);
-    ct_cl_run(m->cl, m->k_bn_fwd, "bn_fwd", 2, ge, NULL);
+    ct_kargs(k[FWD], L->out, x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw);
+    ct_cl_run(m->cl, k[FWD], "bn_fwd", 2, ge, NULL);
 }
 
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
+    const bn_kind *bk = ct_layer_kind(m, L);
+    const cl_kernel *k = bk->ks.k;
     ct_bn_slices p = ct_bn_layout(L);
     int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK;
     int vw = ct_channel_vw(m, C);
     size_t g1 = (size_t)C, ge[2] = {(size_t)(C / vw), (size_t)M};
     reduce(m, L, x, dy, M, 2);
-    ct_kargs(m->k_bn_grads, L->bn_sums, m->bn_p1, m->bn_p2, chunks, C, m->grads, (int)p.gamma, (int)p.beta);
-    ct_cl_run(m->cl, m->k_bn_grads, "bn_grads", 1, &g1, NULL);
+    ct_kargs(k[GRADS], SUMS_OF(L), bk->p1, bk->p2, chunks, C, m->grads, (int)p.gamma, (int)p.beta);
+    ct_cl_run(m->cl, k[GRADS], "bn_grads", 1, &g1, NULL);
     if (L->dx) {
-        ct_kargs(m->k_bn_dx, L->dx, dy, x, L->bn_stats, L->bn_sums, m->params, (int)p.gamma, (int)p.beta, L->act, M, C, vw);
-        ct_cl_run(m->cl, m->k_bn_dx, "bn_bwd_dx", 2, ge, NULL);
+        ct_kargs(k[DX], L->dx, dy, x, STATS_OF(L), SUMS_OF(L), m->params, (int)p.gamma, (int)p.beta, L->act, M, C, vw);
+        ct_cl_run(m->cl, k[DX], "bn_bwd_dx", 2, ge, NULL);
     }
 }
 
@@ -92,7 +129,30 @@ static size_t state(const ct_layer *L, size_t *off) {
     return 2 * p.C;
 }
 
+/* BatchNormalization with the running statistics, then the activation */
+static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
+    (void)rank4;
+    const ct_layer *L = &m->layers[i];
+    ct_bn_slices s = ct_bn_layout(L);
+    char nm[4][CT_ONNX_NAME], y[CT_ONNX_NAME];
+    const char *what[4] = {"gamma", "beta", "mean", "var"};
+    const float *src[4] = {p + s.gamma, p + s.beta, p + s.mean, p + s.var};
+    int64_t d[1] = {(int64_t)s.C};
+    for (int j = 0; j < 4; j++) {
+        ct_onnx_fresh(g, nm[j], what[j]);
+        ct_onnx_init_f32(g, nm[j], d, 1, src[j], s.C);
+    }
+    ct_onnx_fresh(g, y, "bn");
+    ct_onnx_begin(g, "BatchNormalization", (const char *const[]){x, nm[0], nm[1], nm[2], nm[3]}, 5, y);
+    ct_onnx_attr_float(g, "epsilon", BN_EPS);
+    ct_onnx_end(g);
+    memcpy(x, y, CT_ONNX_NAME);
+    ct_onnx_activation(g, L->act, x);
+    return 0;
+}
+
 const ct_layer_ops ct_layer_batchnorm = {
     .type = CT_L_BATCHNORM, .name = "batchnorm", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
-    .act_inside = 1, .shape = shape, .setup = setup, .forward = forward, .backward = backward, .init = init, .state = state,
+    .act_inside = 1, .build = build, .release = release, .shape = shape, .setup = setup, .forward = forward, .backward = backward, .init = init, .state = state,
+    .onnx = onnx,
 };

@@ -7,6 +7,10 @@
 
 static const ct_key keys[] = {{"probability", CT_KEY_PROB, 0, 0, offsetof(ct_sect, prob)}};
 
+static const char *const kernels[] = {"dropout_fwd", "dropout_bwd"};
+enum { FWD, BWD };
+static int build(ct_model *m, void **kind) { return ct_kernels_build(m, kind, "dropout.cl", kernels, 2); }
+
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     (void)m;
     L->oh = L->ih; L->ow = L->iw; L->oc = L->ic;
@@ -31,18 +35,25 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     if (!m->training || L->prob == 0.0f)
         CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, n * 4, 0, NULL, NULL));
     else
-        run_dropout(m, m->k_drop_fwd, "dropout_fwd", L->out, x, (int)n, L->prob, i);
+        run_dropout(m, ct_layer_kernel(m, L, FWD), "dropout_fwd", L->out, x, (int)n, L->prob, i);
 }
 
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     (void)x;
     ct_layer *L = &m->layers[i];
-    if (L->dx) run_dropout(m, m->k_drop_bwd, "dropout_bwd", L->dx, dy, B * (int)ct_out_size(L), L->prob, i);
+    if (L->dx) run_dropout(m, ct_layer_kernel(m, L, BWD), "dropout_bwd", L->dx, dy, B * (int)ct_out_size(L), L->prob, i);
 }
 
 static void defaults(ct_sect *s) { s->prob = 0.5f; }
 
+/* the identity at inference: no node */
+static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
+    (void)g; (void)m; (void)i; (void)p; (void)x; (void)rank4;
+    return 0;
+}
+
 const ct_layer_ops ct_layer_dropout = {
     .type = CT_L_DROPOUT, .name = "dropout", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
-    .defaults = defaults, .shape = shape, .forward = forward, .backward = backward,
+    .defaults = defaults, .build = build, .release = ct_kernels_release, .shape = shape, .forward = forward, .backward = backward,
+    .onnx = onnx,
 };

@@ -6,25 +6,9 @@
  * node. Reference: src/ref/globalmaxpool.c; tests: tests/test_globalmaxpool.c. */
 #include "cltrain/layer.h"
 
-typedef struct kind { cl_program p; cl_kernel fwd, bwd; } kind;
-
-static int build(ct_model *m, void **out) {
-    kind *k = ct_xcalloc(1, sizeof *k);
-    *out = k;
-    int rc = ct_cl_build(m->cl, &k->p, "globalmaxpool.cl", "");
-    if (rc) return rc;
-    k->fwd = ct_cl_kernel(k->p, "globalmaxpool_fwd");
-    k->bwd = ct_cl_kernel(k->p, "globalmaxpool_bwd");
-    return 0;
-}
-
-static void release(void *v) {
-    kind *k = v;
-    if (k->fwd) clReleaseKernel(k->fwd);
-    if (k->bwd) clReleaseKernel(k->bwd);
-    if (k->p) clReleaseProgram(k->p);
-    free(k);
-}
+static const char *const kernels[] = {"globalmaxpool_fwd", "globalmaxpool_bwd"};
+enum { FWD, BWD };
+static int build(ct_model *m, void **kind) { return ct_kernels_build(m, kind, "globalmaxpool.cl", kernels, 2); }
 
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     (void)m;
@@ -44,25 +28,34 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
 
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
-    kind *k = ct_layer_kind(m, L);
+    cl_kernel k = ct_layer_kernel(m, L, FWD);
     int HW = L->ih * L->iw;
-    ct_kargs(k->fwd, L->out, L->own[0], x, HW, L->oc, B);
+    ct_kargs(k, L->out, L->own[0], x, HW, L->oc, B);
     size_t g2[2] = {(size_t)L->oc, (size_t)B};
-    ct_cl_run(m->cl, k->fwd, "globalmaxpool_fwd", 2, g2, NULL);
+    ct_cl_run(m->cl, k, "globalmaxpool_fwd", 2, g2, NULL);
 }
 
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     (void)x;
     ct_layer *L = &m->layers[i];
     if (!L->dx) return;
-    kind *k = ct_layer_kind(m, L);
+    cl_kernel k = ct_layer_kernel(m, L, BWD);
     int HW = L->ih * L->iw, n = B * HW;
-    ct_kargs(k->bwd, L->dx, dy, L->own[0], HW, L->oc, n);
+    ct_kargs(k, L->dx, dy, L->own[0], HW, L->oc, n);
     size_t g2[2] = {(size_t)L->oc, (size_t)n};
-    ct_cl_run(m->cl, k->bwd, "globalmaxpool_bwd", 2, g2, NULL);
+    ct_cl_run(m->cl, k, "globalmaxpool_bwd", 2, g2, NULL);
+}
+
+static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
+    (void)p;
+    const ct_layer *L = &m->layers[i];
+    ct_onnx_to_4d(g, L->ic, L->ih, L->iw, x, rank4);
+    ct_onnx_apply(g, "GlobalMaxPool", "globalmaxpool", x);
+    return 0;
 }
 
 const ct_layer_ops ct_layer_globalmaxpool = {
     .type = CT_L_GLOBALMAXPOOL, .name = "globalmaxpool", .keys = NULL, .n_keys = 0,
-    .build = build, .release = release, .shape = shape, .setup = setup, .forward = forward, .backward = backward,
+    .build = build, .release = ct_kernels_release, .shape = shape, .setup = setup, .forward = forward, .backward = backward,
+    .onnx = onnx,
 };

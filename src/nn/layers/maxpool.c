@@ -4,8 +4,13 @@
  * Kernels: kernels/pool.cl (maxpool_fwd/bwd). Reference: src/ref/pool.c;
  * tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
+#include <string.h>
 
 static const ct_key keys[] = {CT_KEY(size, CT_KEY_INT, 1, 64), CT_KEY(stride, CT_KEY_INT, 1, 64)};
+
+static const char *const kernels[] = {"maxpool_fwd", "maxpool_bwd"};
+enum { FWD, BWD };
+static int build(ct_model *m, void **kind) { return ct_kernels_build(m, kind, "pool.cl", kernels, 2); }
 
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     (void)m;
@@ -20,7 +25,7 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     return 0;
 }
 
-/* The window positions of the maxima; and when the input is a ReLU's output
+/* The window positions of the maxima (own[0]); and when the input is a ReLU's output
  * that only this layer reads, the ReLU's backward is folded into this one's */
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     (void)n;
@@ -30,7 +35,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     if (i > 0) m->layers[i - 1].relu_next = alone && m->layers[i - 1].act == CT_ACT_RELU;
     char what[64];
     snprintf(what, sizeof what, "layer %d maxima positions", i);
-    return ct_cl_alloc(m->cl, &L->pool_arg, ct_out_size(L) * batch * sizeof(cl_ushort), what);
+    return ct_cl_alloc(m->cl, &L->own[0], ct_out_size(L) * batch * sizeof(cl_ushort), what);
 }
 
 /* whether layer i's input is a ReLU's output whose backward this layer does */
@@ -38,21 +43,38 @@ static int relu_in(const ct_model *m, int i) { return i > 0 && m->layers[i - 1].
 
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
-    ct_kargs(m->k_pool_fwd, L->out, L->pool_arg, x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow, relu_in(m, i));
+    cl_kernel k = ct_layer_kernel(m, L, FWD);
+    ct_kargs(k, L->out, L->own[0], x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow, relu_in(m, i));
     size_t gws = (size_t)B * L->oh * L->ow;
-    ct_cl_run(m->cl, m->k_pool_fwd, "maxpool_fwd", 1, &gws, NULL);
+    ct_cl_run(m->cl, k, "maxpool_fwd", 1, &gws, NULL);
 }
 
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     (void)x;
     ct_layer *L = &m->layers[i];
     if (!L->dx) return;
-    ct_kargs(m->k_pool_bwd, L->dx, dy, L->pool_arg, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
+    cl_kernel k = ct_layer_kernel(m, L, BWD);
+    ct_kargs(k, L->dx, dy, L->own[0], L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
     size_t gws = (size_t)B * L->ih * L->iw;
-    ct_cl_run(m->cl, m->k_pool_bwd, "maxpool_bwd", 1, &gws, NULL);
+    ct_cl_run(m->cl, k, "maxpool_bwd", 1, &gws, NULL);
+}
+
+static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
+    (void)p;
+    const ct_layer *L = &m->layers[i];
+    char y[CT_ONNX_NAME];
+    ct_onnx_to_4d(g, L->ic, L->ih, L->iw, x, rank4);
+    ct_onnx_fresh(g, y, "maxpool");
+    ct_onnx_begin(g, "MaxPool", (const char *const[]){x}, 1, y);
+    ct_onnx_attr_ints(g, "kernel_shape", (const int64_t[]){L->k, L->k}, 2);
+    ct_onnx_attr_ints(g, "strides", (const int64_t[]){L->stride, L->stride}, 2);
+    ct_onnx_end(g);
+    memcpy(x, y, CT_ONNX_NAME);
+    return 0;
 }
 
 const ct_layer_ops ct_layer_maxpool = {
     .type = CT_L_MAXPOOL, .name = "maxpool", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
-    .shape = shape, .setup = setup, .forward = forward, .backward = backward,
+    .build = build, .release = ct_kernels_release, .shape = shape, .setup = setup, .forward = forward, .backward = backward,
+    .onnx = onnx,
 };

@@ -17,9 +17,30 @@
  * im2col in kernels/conv.cl, the GEMM. Reference: src/ref/shortcut.c;
  * tests: tests/test_shortcut.c. */
 #include "cltrain/layer.h"
+#include <stdint.h>
+#include <string.h>
 
 static const ct_key keys[] = {CT_KEY(from, CT_KEY_INT, -CT_MAX_LAYERS, CT_MAX_LAYERS), CT_KEY_ACTIVATION,
                               CT_KEY(projection, CT_KEY_INT, 0, 1)};
+
+/* The type's state: shortcut.cl's kernels, and conv.cl's im2col for a strided projection's gather */
+static const char *const kernels[] = {"shortcut_fwd", "shortcut_bwd"}, *const conv_kernels[] = {"im2col"};
+typedef struct shortcut_kind { ct_kernels ks, conv; } shortcut_kind;
+
+static int build(ct_model *m, void **out) {
+    shortcut_kind *k = ct_xcalloc(1, sizeof *k);
+    *out = k;
+    int rc = ct_kernels_load(m, &k->ks, "shortcut.cl", "", kernels, 2);
+    return rc ? rc : ct_kernels_load(m, &k->conv, "conv.cl", "", conv_kernels, 1);
+}
+
+static void release(void *v) {
+    shortcut_kind *k = v;
+    ct_kernels_unload(&k->ks);
+    ct_kernels_unload(&k->conv);
+    free(k);
+}
+static const shortcut_kind *kind_of(const ct_model *m, const ct_layer *L) { return ct_layer_kind(m, L); }
 
 /* the shape of the earlier output */
 static void src_shape(const ct_model *m, const ct_layer *L, int *h, int *w, int *c) {
@@ -79,9 +100,10 @@ static cl_mem gather(ct_model *m, const ct_layer *L, int B) {
     src_shape(m, L, &sh, &sw, &sc);
     cl_mem src = ct_layer_output(m, L->from);
     if (L->stride == 1) return src;
-    ct_kargs(m->k_im2col, m->ws, src, sh, sw, sc, 1, 1, L->stride, 0, L->oh, L->ow);
+    cl_kernel k = kind_of(m, L)->conv.k[0];
+    ct_kargs(k, m->ws, src, sh, sw, sc, 1, 1, L->stride, 0, L->oh, L->ow);
     size_t gws = (size_t)B * L->oh * L->ow;
-    ct_cl_run(m->cl, m->k_im2col, "im2col", 1, &gws, NULL);
+    ct_cl_run(m->cl, k, "im2col", 1, &gws, NULL);
     return m->ws;
 }
 
@@ -90,8 +112,7 @@ static void forward_projection(ct_model *m, ct_layer *L, cl_mem x, int B) {
     int rows = B * L->oh * L->ow, sc = (int)(L->n_w / (size_t)L->oc);
     cl_mem col = gather(m, L, B);
     CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, (size_t)rows * L->oc * 4, 0, NULL, NULL));
-    ct_gemm_run(&m->gemm, 0, 0, rows, L->oc, sc, 1.0f, col, 0, sc, m->params, L->w_off, L->oc, 1.0f, L->out, 0,
-                L->oc, m->params, L->b_off, ct_fused_act(m, L));
+    ct_layer_gemm_forward(m, L, col, rows, sc, 1.0f, L->out, ct_fused_act(m, L));
 }
 
 /* channels per work-item of shortcut.cl: as for C, when SC allows it too */
@@ -103,10 +124,11 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     int sh, sw, sc, n = B * L->oh * L->ow;
     src_shape(m, L, &sh, &sw, &sc);
     int vw = vec16(m, L->oc, sc);
-    ct_kargs(m->k_short_fwd, L->out, x, ct_layer_output(m, L->from), L->oh, L->ow, L->oc, sh, sw, sc, L->stride, ct_fused_act(m, L), n,
+    cl_kernel k = kind_of(m, L)->ks.k[0];
+    ct_kargs(k, L->out, x, ct_layer_output(m, L->from), L->oh, L->ow, L->oc, sh, sw, sc, L->stride, ct_fused_act(m, L), n,
              vw);
     size_t g2[2] = {(size_t)(L->oc / vw), (size_t)n};
-    ct_cl_run(m->cl, m->k_short_fwd, "shortcut_fwd", 2, g2, NULL);
+    ct_cl_run(m->cl, k, "shortcut_fwd", 2, g2, NULL);
 }
 
 /* the input's gradient is dy itself; with a projection also db += 1^T dy ; dW += col^T dy */
@@ -117,9 +139,9 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     if (L->dx) CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, dy, L->dx, 0, 0, (size_t)rows * L->oc * 4, 0, NULL, NULL));
     if (!projects(L)) return;
     int sc = (int)(L->n_w / (size_t)L->oc);
-    ct_gemm_run(&m->gemm, 1, 0, 1, L->oc, rows, 1.0f, m->ones, 0, 1, dy, 0, L->oc, 1.0f, m->grads, L->b_off, L->oc, NULL, 0, 0);
+    ct_layer_bias_grad(m, dy, 0, rows, L->oc, L->b_off);
     cl_mem col = gather(m, L, B);
-    ct_gemm_run(&m->gemm, 1, 0, sc, L->oc, rows, 1.0f, col, 0, sc, dy, 0, L->oc, 1.0f, m->grads, L->w_off, L->oc, NULL, 0, 0);
+    ct_layer_gemm_dw(m, L, col, dy, rows, sc);
 }
 
 /* target [B, sh, sw, sc] += the subsampled dy: channel-cut (option A) or through W^T (projection) */
@@ -131,22 +153,63 @@ static void backward_from(ct_model *m, int i, cl_mem target, int B) {
     cl_mem from = dy;
     if (projects(L)) {
         if (L->stride == 1) { /* target += dy W^T, in place */
-            ct_gemm_run(&m->gemm, 0, 1, n, sc, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 1.0f, target, 0, sc, NULL, 0, 0);
+            ct_layer_gemm_dx(m, L, dy, n, sc, 1.0f, target);
             return;
         }
         /* dcol = dy W^T into ws [n, sc], then scattered as a sc-channel dy */
-        ct_gemm_run(&m->gemm, 0, 1, n, sc, L->oc, 1.0f, dy, 0, L->oc, m->params, L->w_off, L->oc, 0.0f, m->ws, 0, sc, NULL, 0, 0);
+        ct_layer_gemm_dx(m, L, dy, n, sc, 0.0f, m->ws);
         from = m->ws;
         C = sc;
     }
     int vw = vec16(m, C, sc);
-    ct_kargs(m->k_short_bwd, target, from, L->oh, L->ow, C, sh, sw, sc, L->stride, n, vw);
+    cl_kernel k = kind_of(m, L)->ks.k[1];
+    ct_kargs(k, target, from, L->oh, L->ow, C, sh, sw, sc, L->stride, n, vw);
     size_t g2[2] = {(size_t)(sc / vw), (size_t)n};
-    ct_cl_run(m->cl, m->k_short_bwd, "shortcut_bwd", 2, g2, NULL);
+    ct_cl_run(m->cl, k, "shortcut_bwd", 2, g2, NULL);
+}
+
+/* x + the earlier output, subsampled every stride-th pixel (Slice) and its
+ * missing channels zero-padded (Pad): option A, as the kernel does it; or,
+ * with a projection (option B), through a 1x1 Conv of that stride with bias. */
+static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
+    const ct_layer *L = &m->layers[i];
+    ct_onnx_to_4d(g, L->ic, L->ih, L->iw, x, rank4);
+    int sh, sw, sc, r4;
+    char src[CT_ONNX_NAME], y[CT_ONNX_NAME], t[4][CT_ONNX_NAME];
+    src_shape(m, L, &sh, &sw, &sc);
+    ct_onnx_output_of(g, L->from, src, &r4);
+    ct_onnx_to_4d(g, sc, sh, sw, src, &r4);
+    if (projects(L)) {
+        ct_onnx_conv(g, src, p + L->w_off, p + L->b_off, 1, sc, L->oc, L->stride, 0);
+    } else if (L->stride > 1) {
+        const char *what[4] = {"starts", "ends", "axes", "steps"};
+        const int64_t v[4][2] = {{0, 0}, {INT64_MAX, INT64_MAX}, {2, 3}, {L->stride, L->stride}};
+        for (int j = 0; j < 4; j++) {
+            ct_onnx_fresh(g, t[j], what[j]);
+            ct_onnx_init_i64(g, t[j], v[j], 2);
+        }
+        ct_onnx_fresh(g, y, "subsample");
+        ct_onnx_begin(g, "Slice", (const char *const[]){src, t[0], t[1], t[2], t[3]}, 5, y);
+        ct_onnx_end(g);
+        memcpy(src, y, CT_ONNX_NAME);
+    }
+    if (!projects(L) && sc < L->ic) {
+        ct_onnx_fresh(g, t[0], "pads");
+        ct_onnx_init_i64(g, t[0], (const int64_t[]){0, 0, 0, 0, 0, L->ic - sc, 0, 0}, 8);
+        ct_onnx_fresh(g, y, "padchannels");
+        ct_onnx_node2(g, "Pad", src, t[0], y);
+        memcpy(src, y, CT_ONNX_NAME);
+    }
+    ct_onnx_fresh(g, y, "add");
+    ct_onnx_node2(g, "Add", x, src, y);
+    memcpy(x, y, CT_ONNX_NAME);
+    ct_onnx_activation(g, L->act, x);
+    return 0;
 }
 
 const ct_layer_ops ct_layer_shortcut = {
     .type = CT_L_SHORTCUT, .name = "shortcut", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
-    .shape = shape, .flops = flops, .setup = setup, .forward = forward, .backward = backward, .backward_from = backward_from,
-    .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
+    .build = build, .release = release, .shape = shape, .flops = flops, .setup = setup, .forward = forward,
+    .backward = backward, .backward_from = backward_from,
+    .onnx = onnx, .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
 };

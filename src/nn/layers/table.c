@@ -22,18 +22,37 @@ const ct_layer_ops *const ct_layer_table[] = {
 _Static_assert(sizeof ct_layer_table / sizeof *ct_layer_table == CT_L_COUNT, "one ct_layer_table line per CT_L_* type");
 _Static_assert(CT_L_COUNT <= CT_MAX_LAYER_TYPES, "room in ct_model.kinds for every type");
 
-const char *const ct_layer_names[] = {
-    [CT_L_CONV] = "conv", [CT_L_MAXPOOL] = "maxpool", [CT_L_DENSE] = "dense", [CT_L_BATCHNORM] = "batchnorm",
-    [CT_L_AVGPOOL] = "avgpool", [CT_L_DROPOUT] = "dropout", [CT_L_SHORTCUT] = "shortcut",
-    [CT_L_GLOBALMAXPOOL] = "globalmaxpool",
-};
-_Static_assert(sizeof ct_layer_names / sizeof *ct_layer_names == CT_L_COUNT, "one ct_layer_names entry per CT_L_* type");
 
 const ct_activation ct_activations[CT_ACT_COUNT] = {
     [CT_ACT_LINEAR] = {"linear", 0},
     [CT_ACT_RELU] = {"relu", 0},
     [CT_ACT_GELU] = {"gelu", 1},
 };
+
+int ct_kernels_load(ct_model *m, ct_kernels *ks, const char *file, const char *opts, const char *const *names, int n) {
+    CT_ASSERT(n <= CT_MAX_KERNELS);
+    int rc = ct_cl_build(m->cl, &ks->p, file, opts);
+    if (rc) return rc;
+    for (ks->n = 0; ks->n < n; ks->n++) ks->k[ks->n] = ct_cl_kernel(ks->p, names[ks->n]);
+    return 0;
+}
+
+void ct_kernels_unload(ct_kernels *ks) {
+    for (int j = 0; j < ks->n; j++) clReleaseKernel(ks->k[j]);
+    if (ks->p) clReleaseProgram(ks->p);
+    memset(ks, 0, sizeof *ks);
+}
+
+int ct_kernels_build(ct_model *m, void **kind, const char *file, const char *const *names, int n) {
+    ct_kernels *ks = ct_xcalloc(1, sizeof *ks);
+    *kind = ks;
+    return ct_kernels_load(m, ks, file, "", names, n);
+}
+
+void ct_kernels_release(void *kind) {
+    ct_kernels_unload(kind);
+    free(kind);
+}
 
 cl_mem ct_layer_output(const ct_model *m, int j) { return j < 0 ? m->input : m->layers[j].out; }
 
@@ -45,6 +64,27 @@ void ct_layer_init_he(const ct_layer *L, int i, float *p, uint64_t seed) {
 }
 
 void ct_layer_decay_weights(const ct_layer *L, uint8_t *mask) { memset(mask + L->w_off, 1, L->n_w); }
+
+void ct_layer_gemm_forward(ct_model *m, const ct_layer *L, cl_mem x, int rows, int K, float beta, cl_mem y, int act) {
+    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.M = rows, .N = L->oc, .K = K, .alpha = 1.0f, .beta = beta, .A = x, .lda = K,
+                                          .B = m->params, .offB = L->w_off, .ldb = L->oc, .C = y, .ldc = L->oc,
+                                          .bias = m->params, .offBias = L->b_off, .act = act});
+}
+
+void ct_layer_gemm_dw(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int rows, int K) {
+    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.transA = 1, .M = K, .N = L->oc, .K = rows, .alpha = 1.0f, .beta = 1.0f, .A = x,
+                                          .lda = K, .B = dy, .ldb = L->oc, .C = m->grads, .offC = L->w_off, .ldc = L->oc});
+}
+
+void ct_layer_gemm_dx(ct_model *m, const ct_layer *L, cl_mem dy, int rows, int K, float beta, cl_mem dx) {
+    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.transB = 1, .M = rows, .N = K, .K = L->oc, .alpha = 1.0f, .beta = beta, .A = dy,
+                                          .lda = L->oc, .B = m->params, .offB = L->w_off, .ldb = L->oc, .C = dx, .ldc = K});
+}
+
+void ct_layer_bias_grad(ct_model *m, cl_mem X, size_t offX, int R, int N, size_t off) {
+    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.transA = 1, .M = 1, .N = N, .K = R, .alpha = 1.0f, .beta = 1.0f, .A = m->ones,
+                                          .lda = 1, .B = X, .offB = offX, .ldb = N, .C = m->grads, .offC = off, .ldc = N});
+}
 
 int ct_layer_reserve_gemm(ct_model *m, int M, int N, int K) {
     int rc;

@@ -1,0 +1,235 @@
+/* nn/layers/conv_winograd.c: [conv]'s 3x3 stride-1 convolutions chosen by
+ * --conv (ct_conv_wino_tile) as Winograd F(2x2, 3x3) or F(4x4, 3x3):
+ * transforms in kernels/winograd.cl around 16 or 36 GEMMs (one batched
+ * launch), forward and both gradients; on a CPU, F(4x4)'s forward, data
+ * gradient and small weight gradients as one fused kernel each.
+ * Reference: src/ref/conv.c; tests: tests/test_layers.c (test_conv_winograd). */
+#include "conv_kind.h"
+#include <limits.h>
+#include <string.h>
+
+/* Winograd F(m x m, 3x3) (L->wino = m): m x m output tiles over oh x ow
+ * (forward, weight gradient) and over ih x iw (data gradient), for a batch of
+ * B; n*n = (m + 2)^2 points in the transformed domain */
+static int wn2(const ct_layer *L) { return (L->wino + 2) * (L->wino + 2); }
+static int tiles_side(int side, int m) { return (side + m - 1) / m; }
+static size_t tiles_out(const ct_layer *L, int B) {
+    return (size_t)B * tiles_side(L->oh, L->wino) * tiles_side(L->ow, L->wino);
+}
+static size_t tiles_in(const ct_layer *L, int B) {
+    return (size_t)B * tiles_side(L->ih, L->wino) * tiles_side(L->iw, L->wino);
+}
+static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { return &ct_conv_kind_of(m, L)->wino[L->wino == 4]; }
+
+/* wino_fused (CPU, F(4x4)): tiles per work-item, the most input channels
+ * (its tiles' V in private memory). Tuned on PoCL, AVX-512 (bench kernels,
+ * resnet20 and mnist-cnn): 8 tiles x 16 outputs beat 4 x 32, 6 x 32, 4 x 64,
+ * 12 x 16 and 16 x 16 by 5-25%. */
+enum { WINO_FT = 8, WINO_FUSED_C = 64, WINO_DWF_C = 32 };
+
+/* winograd.cl for L's tile size, built by the first layer that needs it (a
+ * model without Winograd layers, or with one tile size, compiles no more) */
+static int wino_build(ct_model *m, const ct_layer *L) {
+    struct ct_wino_kernels *w = &ct_conv_kind_of(m, L)->wino[L->wino == 4];
+    if (w->p) return 0;
+    /* 16-wide channel runs where a CPU has 16-wide registers: F(4x4) per-tile kernels 1.1-1.5x on AVX-512 */
+    char opts[128];
+    snprintf(opts, sizeof opts, "-DWINO_M=%d%s", L->wino == 4 ? 4 : 2,
+             L->wino == 4 && m->cl->is_cpu && m->cl->float_width >= 16 ? " -DWINO_VW=16" : "");
+    if (L->wino == 4 && m->cl->is_cpu) /* the fused kernel, for CPUs only (its private tiles) */
+        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DWINO_FUSED -DFT=%d -DWINO_FUSED_C=%d -DWINO_DWF_C=%d",
+                 WINO_FT, WINO_FUSED_C, WINO_DWF_C);
+    int rc = ct_cl_build(m->cl, &w->p, "winograd.cl", opts);
+    if (rc) return rc;
+    w->in = ct_cl_kernel(w->p, "wino_in");
+    w->w = ct_cl_kernel(w->p, "wino_w");
+    w->out = ct_cl_kernel(w->p, "wino_out");
+    w->dy = ct_cl_kernel(w->p, "wino_dy");
+    w->dw = ct_cl_kernel(w->p, "wino_dw");
+    w->w16 = ct_cl_kernel(w->p, "wino_w16");
+    w->dw16 = ct_cl_kernel(w->p, "wino_dw16");
+    if (L->wino == 4 && m->cl->is_cpu) {
+        w->fused = ct_cl_kernel(w->p, "wino_fused");
+        w->dw_fused = ct_cl_kernel(w->p, "wino_dw_fused");
+    }
+    return 0;
+}
+
+/* Whether a Winograd convolution from cin to kout channels runs as the one
+ * fused kernel (wino_fused, kernels/winograd.cl): on a CPU, F(4x4), kout a
+ * multiple of 16 and cin at most WINO_FUSED_C. It avoids writing and reading
+ * V and M, which made the separate kernels memory-bound (bench kernels,
+ * forward): resnet20's 16 -> 16 layers 3.6-4.4 -> 1.4-1.5 ms, its 32 -> 32
+ * ones 1.7 -> 1.1-1.3, mnist-cnn's 32 -> 64 8.9 -> 4.7 ms. At 128 input
+ * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7). */
+static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
+    return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C;
+}
+
+/* Whether L's weight gradient runs as wino_dw_fused: on a CPU, F(4x4), at
+ * most WINO_DWF_C channels in and out (its dU in private memory), the
+ * outputs a multiple of 16. */
+static int dw_fused(const ct_model *m, const ct_layer *L) {
+    return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && L->ic <= WINO_DWF_C && L->oc <= WINO_DWF_C &&
+           L->oc % 16 == 0;
+}
+
+/* wino_dw_fused's work-items for T tiles (a few per compute unit) and the tiles each takes */
+static int dw_splits(const ct_model *m, int T, int *per) {
+    int S = 8 * (int)m->cl->compute_units, groups = (T + WINO_FT - 1) / WINO_FT;
+    if (S > groups) S = groups;
+    if (S < 1) S = 1;
+    int p = (T + S - 1) / S;
+    *per = (p + WINO_FT - 1) / WINO_FT * WINO_FT;
+    return (T + *per - 1) / *per;
+}
+
+/* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act) */
+static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem x, int has_bias, int act, int H, int W, int cin,
+                       int pad, int OH, int OW, int kout, int B) {
+    int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
+    cl_kernel k = wk(m, L)->fused;
+    ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T);
+    size_t gws = (size_t)(T + WINO_FT - 1) / WINO_FT, lws = 1;
+    ct_cl_run(m->cl, k, "wino_fused", 1, &gws, &lws);
+}
+
+
+/* Work-groups of the per-tile kernels (wino_in, wino_out, wino_dy). Left to
+ * PoCL, F(4x4, 3x3)'s wino_in got 4096 work-items, each with several KiB of
+ * private tiles kept for the whole group on its thread's stack: a crash. */
+static const size_t tile_lws = 64;
+
+/* ws: V (or dy's V); ws2: M, the data gradient's M, or Z; ws3: U or dU */
+int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
+    int rc;
+    size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
+    /* ws2 also holds wino_dy's per-tile sums of dy (T x K) after Z */
+    size_t w1 = P * ct_max2(T * C, T2 * K), w2 = ct_max2(P * T * K + T * K, P * T2 * C), w3 = P * C * K;
+    /* a fused weight gradient: its S partial dU and bias sums in ws; the bias gradient sums S rows, else T */
+    int dwf = dw_fused(m, L), per, S = dw_splits(m, (int)T, &per);
+    if (dwf) w1 = ct_max2(w1, (size_t)S * (P * C * K + K));
+    if (w1 > n->ws) n->ws = w1;
+    if (w2 > n->ws2) n->ws2 = w2;
+    if (w3 > n->ws3) n->ws3 = w3;
+    if (T > INT_MAX / P || T2 > INT_MAX / P)
+        return ct_fail(CT_EINPUT, "layer at line %d: %zu Winograd tiles for a batch of %d; use a smaller --batch",
+                       L->line, T > T2 ? T : T2, batch);
+    if ((rc = wino_build(m, L))) return rc;
+    size_t keep = P * T * C * sizeof(float);
+    if (!fused(m, L, L->ic, L->oc) && n->kept + keep <= KEEP_BYTES) { /* a fused forward makes no V */
+        char what[64];
+        snprintf(what, sizeof what, "layer %d Winograd input tiles", (int)(L - m->layers));
+        if ((rc = ct_cl_alloc(m->cl, &CT_CONV_KEPT(L), keep, what))) return rc;
+        n->kept += keep;
+    }
+    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->oc, dwf ? S : (int)T))) return rc; /* bias gradient, from tile sums */
+    int np = wn2(L); /* each a batch of n*n products, one launch */
+    if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 0, 0, (int)T, L->oc, L->ic))) return rc;  /* forward */
+    if ((rc = ct_gemm_reserve_batched(&m->gemm, np, 1, 0, L->ic, L->oc, (int)T))) return rc;  /* weight gradient */
+    return ct_gemm_reserve_batched(&m->gemm, np, 0, 0, (int)T2, L->ic, L->oc);                /* data gradient */
+}
+
+/* V [n*n][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into V */
+static void wino_in(ct_model *m, const ct_layer *L, cl_mem V, cl_mem x, int H, int W, int C, int pad, int OH, int OW,
+                    int B) {
+    int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
+    cl_kernel k = wk(m, L)->in;
+    ct_kargs(k, V, x, H, W, C, pad, TH, TW, T);
+    size_t gws = (size_t)T;
+    ct_cl_run(m->cl, k, "wino_in", 1, &gws, &tile_lws);
+}
+
+/* the n*n GEMMs M[xi] (T x N) = V[xi] (T x Kd) * U[xi] (Kd x N): V * ws3 -> ws2 */
+static void wino_gemms(ct_model *m, const ct_layer *L, cl_mem V, int T, int N, int Kd) {
+    ct_gemm_run_batched(&m->gemm, wn2(L), 0, T, N, Kd, 1.0f, V, 0, Kd, (size_t)T * Kd, m->ws3, 0, N, (size_t)Kd * N, 0.0f,
+                        m->ws2, 0, N, (size_t)T * N);
+}
+
+/* y [B, OH, OW, N] = A^T M A (+ bias, act) from ws2 */
+static void wino_out(ct_model *m, const ct_layer *L, cl_mem y, int has_bias, int act, int OH, int OW, int N, int B) {
+    int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
+    cl_kernel k = wk(m, L)->out;
+    ct_kargs(k, y, m->ws2, m->params, (int)L->b_off, has_bias, act, OH, OW, N, TH, TW, T);
+    size_t gws = (size_t)T;
+    ct_cl_run(m->cl, k, "wino_out", 1, &gws, &tile_lws);
+}
+
+/* U (ws3) from the weights, turned for the data gradient when flip; on a CPU 16 of U's contiguous index per
+ * work-item (wino_w16) when they come in 16s */
+static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
+    size_t K = (size_t)L->oc, C = (size_t)L->ic, gws[2] = {flip ? C : K, flip ? K : C};
+    int wide = m->cl->is_cpu && gws[0] % 16 == 0;
+    cl_kernel k = wide ? wk(m, L)->w16 : wk(m, L)->w;
+    if (wide) gws[0] /= 16;
+    size_t lws[2] = {ct_divisor_upto(gws[0], 16), 1}; /* (its private tiles, several KiB per work-item) */
+    ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
+    ct_cl_run(m->cl, k, wide ? "wino_w16" : "wino_w", 2, gws, wide ? lws : NULL);
+}
+
+/* dW += G^T dU G, dU the sum of S partials in dU (wino_dw, or 16 outputs per work-item on a CPU: wino_dw16) */
+static void wino_dw_sum(ct_model *m, const ct_layer *L, cl_mem dU, int S) {
+    const struct ct_wino_kernels *w = wk(m, L);
+    int C = L->ic, K = L->oc, wide = m->cl->is_cpu && K % 16 == 0;
+    size_t gw[2] = {(size_t)(wide ? K / 16 : K), (size_t)C}, lws[2] = {ct_divisor_upto(gw[0], 16), 1};
+    cl_kernel k = wide ? w->dw16 : w->dw;
+    ct_kargs(k, m->grads, (int)L->w_off, dU, C, K, S);
+    ct_cl_run(m->cl, k, wide ? "wino_dw16" : "wino_dw", 2, gw, wide ? lws : NULL);
+}
+
+void ct_conv_wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
+    cl_mem V = CT_CONV_KEPT(L) ? CT_CONV_KEPT(L) : m->ws;
+    wino_weights(m, L, 0);
+    if (fused(m, L, L->ic, L->oc)) {
+        wino_fused(m, L, L->out, x, 1, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B);
+        return;
+    }
+    wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
+    wino_gemms(m, L, V, (int)tiles_out(L, B), L->oc, L->ic);
+    wino_out(m, L, L->out, 1, ct_fused_act(m, L), L->oh, L->ow, L->oc, B);
+}
+
+/* The weight gradient through memory: V (kept, or wino_in again), Z = A dY
+ * A^T and the tile sums of dy (wino_dy), the bias gradient from those sums,
+ * dU[xi] = V[xi]^T Z[xi] (36 GEMMs), dW += G^T dU G (wino_dw) */
+static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
+    int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
+    const struct ct_wino_kernels *w = wk(m, L);
+    cl_mem V = CT_CONV_KEPT(L);
+    if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
+    size_t zs = (size_t)wn2(L) * T * K; /* the tile sums of dy follow Z in ws2 */
+    ct_kargs(w->dy, m->ws2, m->ws2, (int)zs, dy, L->oh, L->ow, K, TH, TW, T);
+    size_t gws = (size_t)T;
+    ct_cl_run(m->cl, w->dy, "wino_dy", 1, &gws, &tile_lws);
+    ct_layer_bias_grad(m, m->ws2, zs, T, K, L->b_off);
+    ct_gemm_run_batched(&m->gemm, wn2(L), 1, C, K, T, 1.0f, V, 0, C, (size_t)T * C, m->ws2, 0, K, (size_t)T * K, 0.0f,
+                        m->ws3, 0, K, (size_t)C * K);
+    wino_dw_sum(m, L, m->ws3, 1);
+}
+
+/* dW += G^T (sum over tiles of V .* A dY A^T) G (V: the forward's, when
+ * kept); dx = the data gradient's Winograd convolution of dy (pad 2 - pad,
+ * weights turned, C and K swapped). x is the input of the last forward. */
+void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
+    int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
+    const struct ct_wino_kernels *w = wk(m, L);
+    if (dw_fused(m, L)) { /* partial dU and tile sums of dy into ws, then summed */
+        int per, S = dw_splits(m, T, &per);
+        size_t P = (size_t)wn2(L) * C * K, gs = (size_t)S, one = 1;
+        ct_kargs(w->dw_fused, m->ws, x, dy, L->ih, L->iw, C, L->pad, L->oh, L->ow, K, TH, TW, T, per, S);
+        ct_cl_run(m->cl, w->dw_fused, "wino_dw_fused", 1, &gs, &one);
+        ct_layer_bias_grad(m, m->ws, (size_t)S * P, S, K, L->b_off);
+        wino_dw_sum(m, L, m->ws, S);
+    } else {
+        wino_weight_grad(m, L, x, dy, B);
+    }
+    if (!L->dx) return;
+    wino_weights(m, L, 1);
+    if (fused(m, L, K, C)) {
+        wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B);
+        return;
+    }
+    wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
+    wino_gemms(m, L, m->ws, (int)tiles_in(L, B), C, K);
+    wino_out(m, L, L->dx, 0, 0, L->ih, L->iw, C, B);
+}
