@@ -699,7 +699,7 @@ static int fold(imp *im, const node *nd) {
             t.ndim = nd2;
         }
     } else if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div")) {
-        if (!b || !b->v || (a->n != b->n && a->n != 1 && b->n != 1)) goto bad;
+        if (!b || !b->v || (a->n != b->n && ((a->n != 1 && b->n != 1) || !a->n || !b->n))) goto bad; /* same size, or a scalar */
         const tensor *big = a->n >= b->n ? a : b;
         t = (tensor){.dtype = a->dtype, .ndim = big->ndim, .n = big->n, .v = ct_xmalloc((size_t)big->n * sizeof(double) + 1)};
         memcpy(t.dims, big->dims, sizeof t.dims);
