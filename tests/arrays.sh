@@ -76,7 +76,9 @@ else notok "--val-split" "$(head -1 "$tmp/vs.out")"; fi
 # a compressed member larger than memory (here: than a 200 MB address space) is refused
 "$py" "$w" big "$tmp/big" 300000
 err=$(ulimit -v 200000; "$bin" arrays "$tmp/big-deflate.npz" --steps 1 --producers 0 2>&1); rc=$?
-if [[ $rc -eq 2 && $err == *"big-deflate.npz: x_train.npy: compressed"*"numpy.save"* && $(wc -l <<<"$err") -eq 1 ]]; then
+if [[ -n ${CLTRAIN_SAN:-} ]]; then
+  ok "a compressed array that does not fit # SKIP a sanitizer's shadow memory does not start under ulimit -v (CLTRAIN_SAN=$CLTRAIN_SAN)"
+elif [[ $rc -eq 2 && $err == *"big-deflate.npz: x_train.npy: compressed"*"numpy.save"* && $(wc -l <<<"$err") -eq 1 ]]; then
   ok "a compressed array that does not fit: exit 2, ${err#cltrain: }"
 else notok "compressed array too large" "rc $rc: $err"; fi
 
