@@ -102,6 +102,23 @@ else
   notok "short runs" "no Fashion-MNIST at $fm (dataset-fashion-mnist)"
 fi
 
+# --- under mpirun, rank 0 alone prints the data-set line ---
+if command -v mpirun >/dev/null && "$bin" --version | grep -q "over mpi" && [[ -f $fm/train-images-idx3-ubyte.gz ]]; then
+  timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" fashion-mnist --model mlp --batch-size 32 --steps 2 \
+    --limit-test 64 >"$tmp/mpi.out" 2>&1; rc=$?
+  lines=$(grep -c "^fashion-mnist: .* training and .* test images" "$tmp/mpi.out")
+  if [[ $rc -eq 0 && $lines -eq 1 ]]; then ok "mpirun -np 2: one data-set line"
+  else notok "mpirun -np 2: one data-set line" "exit $rc, $lines data-set lines" "$(head -3 "$tmp/mpi.out")"; fi
+else
+  notok "mpirun -np 2: one data-set line" "needs an MPI build, mpirun and Fashion-MNIST"
+fi
+
+# --- bench train says what it does while it times the cold start ---
+out=$(timeout 300 "$bin" bench train --model mlp --batch-size 16 --steps 2 2>&1); rc=$?
+if [[ $rc -eq 0 ]] && grep -B1 "^start-up to first step done" <<<"$out" | grep -q "^timing start-up: one cold start"; then
+  ok "bench train says it is timing the start-up before it does"
+else notok "bench train says it is timing the start-up before it does" "exit $rc" "$(tail -3 <<<"$out")"; fi
+
 # --- a failed download leaves no folder behind ---
 mkdir -p "$tmp/dl"
 (cd "$tmp/dl" && CLTRAIN_MNIST_MIRROR=http://127.0.0.1:9/ "$bin" mnist >/dev/null 2>&1); rc=$?

@@ -56,6 +56,7 @@ enum { CT_GIVEN_SEED = 1, CT_GIVEN_BATCH = 2, CT_GIVEN_LIMIT_TRAIN = 4, CT_GIVEN
 /* triangle: linear from 0.2 lr at step 0 to lr at the peak (--warmup N, else 23% of the steps), then
  * linear to 0.07 lr at the last step (airbench94's). */
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE, CT_SCHED_TRIANGLE };
+#define CT_AUTO_MARGIN 1.5 /* --producers auto: producers enough for this times the measured compute rate */
 #define CT_BATCH_MAX 4096  /* --batch-size and checkpoints: ct_model_read_results reads at most this many */
 /* Test-time augmentation: none; flip, the logits of each image and its
  * mirror averaged; flip-translate, 1/4 each for those two and 1/8 each for
@@ -89,6 +90,8 @@ typedef struct ct_train_result {
     double compute_rate;   /* images/s the device trains when data is ready */
     double efficiency;     /* images_per_s / min(producer_rate, compute_rate) */
     int producers;         /* the producer count used (after auto) */
+    double auto_compute_rate, auto_fill_rate;   /* auto: producers = ceil(CT_AUTO_MARGIN x compute / fill) */ /* --producers auto: the one-step estimates it chose from
+                                               * (images/s of the device, of one producer); 0 otherwise */
     int signal;            /* SIGINT or SIGTERM that stopped training, else 0 */
     long skipped;          /* steps skipped by --on-nan skip */
     double allreduce_ms;   /* per step: time some bucket's all-reduce was in flight */

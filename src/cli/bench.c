@@ -13,6 +13,7 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include <stb/stb_image_write.h> /* implementation in eval.c */
 #pragma GCC diagnostic pop
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -412,6 +413,9 @@ static int bench_train(const cli_opts *c, int steps) {
         self[n] = 0;
         char dir[] = "/tmp/cltrain-bench-XXXXXX";
         if (mkdtemp(dir)) {
+            /* the cold start compiles every kernel anew: about a minute on a CPU, silent otherwise */
+            printf("timing start-up: one cold start (empty program cache: every kernel compiled, about a minute on a "
+                   "CPU) and two warm ones, each a new process up to its first step (CLTRAIN_BENCH_STARTUP=0 skips this)...\n");
             double cold = spawn_probe(self, dir, 0), warm = spawn_probe(self, dir, 1);
             warm = spawn_probe(self, dir, 1); /* the first warm run may still fill PoCL's own cache */
             printf("start-up to first step done: cold %.2f s (empty program cache), warm %.2f s (cached programs)\n", cold, warm);
@@ -618,13 +622,15 @@ static int bench_pipeline(const cli_opts *c) {
     o.quiet = 2;
     if (!o.max_steps) o.max_steps = 30;
     ct_train_result r;
-    /* measure compute time per image once, resident (no input cost at all) */
+    /* compute alone, measured as the rows are (images/s over a whole run), resident (no input cost at
+     * all), after one run that warms up what the first run in a process pays for (kernel builds per
+     * work-group size, first-touch of buffers): sized from a cold run, the latencies came out twice too long */
     o.resident = 1;
     o.io_latency_us = 0;
-    if ((rc = ct_train(&o, train, NULL, &r, stdout))) goto out;
-    int lat = (int)(1e6 / r.compute_rate + 0.5);
-    printf("cltrain bench pipeline: model %s, batch %d, %ld steps per run; compute %.0f images/s = %d us per image\n",
-           o.model, o.batch, o.max_steps, r.compute_rate, lat);
+    if ((rc = ct_train(&o, train, NULL, &r, stdout)) || (rc = ct_train(&o, train, NULL, &r, stdout))) goto out;
+    int lat = (int)(1e6 / r.images_per_s + 0.5);
+    printf("cltrain bench pipeline: model %s, batch %d, %ld steps per run; compute %.0f images/s (resident, after a "
+           "warm-up run) = %d us per image\n", o.model, o.batch, o.max_steps, r.images_per_s, lat);
     printf("simulated storage latency is a sleep per sample in the producer (or in the loop when synchronous)\n");
     printf("%-14s %-22s %10s %11s %11s %10s %9s\n", "regime", "mode", "images/s", "data-wait", "efficiency", "producers", "speed-up");
     const struct { const char *name; int mult; } regimes[] = {{"compute-bound", 0}, {"balanced", 1}, {"input-bound", 2}};
@@ -644,6 +650,16 @@ static int bench_pipeline(const cli_opts *c) {
             snprintf(prod, sizeof prod, "%d", r.producers);
             printf("%-14s %-22s %10.0f %10.1f%% %11.2f %10s %8.2fx\n", k ? "" : regimes[g].name, modes[k].name, r.images_per_s,
                    100 * r.wait_s / r.total_s, r.efficiency, modes[k].resident ? "-" : prod, r.images_per_s / sync_ips);
+            if (modes[k].producers < 0 && r.auto_fill_rate > 0) { /* how auto chose, and whether the table bears it out */
+                double steady = r.producer_rate > 0 ? r.producer_rate / r.producers : 0;
+                double w = r.total_s > 0 ? r.wait_s / r.total_s : 0, comp = r.images_per_s / (1 - w > 0.05 ? 1 - w : 0.05);
+                printf("%-14s   auto: ceil(%.1f x compute %.0f / one producer %.0f images/s, each timed on one step) = %d",
+                       "", CT_AUTO_MARGIN, r.auto_compute_rate, r.auto_fill_rate, r.producers);
+                if (steady > 0)
+                    printf("; the run's own rates (%.0f, %.0f) give %d", comp, steady,
+                           (int)ceil(CT_AUTO_MARGIN * comp / steady) > 16 ? 16 : (int)ceil(CT_AUTO_MARGIN * comp / steady));
+                printf("\n");
+            }
         }
     }
     printf("efficiency = achieved / min(producer rate, compute rate); for synchronous loading the two add up instead\n");

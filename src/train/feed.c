@@ -110,9 +110,13 @@ int ct_feed_next_batch(ct_feed *f, int64_t g, int64_t k, ct_train_result *res, i
     *wait = 0;
     int warmup = f->mode == CT_FEED_PIPE && f->auto_producers && k < 2;
     if (f->mode == CT_FEED_PIPE && f->producers < 0 && k == 2) {
-        /* --producers auto: batches 0 and 1 ran synchronously; batch 1 timed both sides */
+        /* --producers auto: batches 0 and 1 ran synchronously; batch 1 timed both sides. One step
+         * each misjudges the steady rates by 10-20% either way (bench pipeline prints both), and a
+         * producer short costs data-wait while one spare costs a sleeping thread: a margin of 1.5 */
         double fill_rate = res->producer_rate, comp_rate = res->compute_rate;
-        f->producers = (int)ceil(1.25 * comp_rate / (fill_rate > 0 ? fill_rate : 1));
+        f->producers = (int)ceil(CT_AUTO_MARGIN * comp_rate / (fill_rate > 0 ? fill_rate : 1));
+        res->auto_compute_rate = comp_rate;
+        res->auto_fill_rate = fill_rate;
         if (f->producers < 1) f->producers = 1;
         if (f->producers > 16) f->producers = 16;
     }
