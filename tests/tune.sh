@@ -33,6 +33,21 @@ else
 fi
 [[ -n $db ]] || db=$CLTRAIN_CACHE_DIR/none.txt
 cp "$db" "$tmp/good" 2>/dev/null || : >"$tmp/good"
+# the rows and the summary agree: a shape's best is compared with the default in interleaved rounds, a win is
+# claimed only when it was faster in 6 or 7 of the 7 rounds, and the summary counts exactly the rows that say so
+timeout 300 "$bin" tune --model mlp --batch-size 8 --budget 20 >"$tmp/out" 2>"$tmp/err"
+cp "$tmp/good" "$db" 2>/dev/null
+rows=$(grep -cE '^\[ *[0-9]+/[0-9]+\]' "$tmp/out")
+compared=$(grep -cE 'faster in [0-7] of 7 interleaved rounds' "$tmp/out")
+same=$(grep -c 'no other candidate was faster in the search' "$tmp/out")
+wins=$(grep -E 'ms \([0-9.]+x in the median round; faster in [0-7] of 7 interleaved rounds\)' "$tmp/out" | grep -vcE 'faster in [0-5] of 7')
+claimed=$(sed -n 's/^searched for .* s; \([0-9]*\) of [0-9]* shapes run faster.*/\1/p' "$tmp/out")
+lost=$(grep -E 'faster in [0-5] of 7' "$tmp/out" | grep -c 'in the median round;')
+if [[ $rows -gt 0 && $((compared + same)) -eq $rows && $lost -eq 0 && $wins == "$claimed" ]]; then
+  ok "tune: every shape row compares default and best in interleaved rounds; $claimed wins claimed, as the rows say"
+else
+  notok "tune: rows and summary agree" "rows $rows, interleaved $compared, same $same, wins $wins, claimed '$claimed', lost $lost" "$(grep -E '^\[|^searched|^step' "$tmp/out" | head -12)"
+fi
 
 # --- a database entry changes what a shape runs (dense 1 forward of mlp at batch 8: 8x256x784) ---
 head -n -1 "$tmp/good" | grep -v '^shape NN 8 256 784 ' >"$db"
