@@ -1,6 +1,7 @@
 # cltrain: one non-recursive Makefile. Objects live under build/.
 #   make            build build/cltrain and build/libcltrain.a
 #   make test       install missing Debian packages, build, run the suite
+#   make test-gpu-class  the device tests again with the kernel shapes a GPU gets (CI runs it)
 #   make run        install, build, train mnist-cnn on Fashion-MNIST for one epoch
 #   make bench      install PyTorch and OpenBLAS, then cltrain bench kernels, train,
 #                   pipeline, MPI scaling and the PyTorch comparison
@@ -118,6 +119,19 @@ test: deps
 	CLTRAIN_TSAN_BUILD=build-tsan tests/run.sh $(BUILD)
 check: all
 	tests/run.sh $(BUILD)
+
+# The device tests again in class gpu (CLTRAIN_DEVICE_CLASS=gpu): the kernel
+# shapes a GPU gets, run on PoCL. The kernel tests run the GPU defaults
+# (gemm_local.cl); the training tests (pipeline, checkpoint resume, MPI, the
+# command line's runs) take the register GEMM at class gpu's work-groups
+# (CLTRAIN_GEMM), since gemm_local.cl runs at about 1 GFLOP/s on PoCL and
+# they train hundreds of steps; everything else in them is class gpu's.
+GPU_CLASS_KERNEL_TESTS := test_gemm test_layers test_model test_bn test_shortcut test_dropout test_eval test_checkpoint
+GPU_CLASS_TRAIN_TESTS := test_pipeline checkpoint.sh mpi.sh cli.sh
+.PHONY: test-gpu-class
+test-gpu-class: all
+	CLTRAIN_DEVICE_CLASS=gpu CLTRAIN_TESTS="$(GPU_CLASS_KERNEL_TESTS)" tests/run.sh $(BUILD)
+	CLTRAIN_DEVICE_CLASS=gpu CLTRAIN_GEMM=4,1,128 CLTRAIN_TESTS="$(GPU_CLASS_TRAIN_TESTS)" tests/run.sh $(BUILD)
 
 run: deps
 	$(MAKE) all

@@ -4,6 +4,7 @@
 # Ends with one line: "N passed, N failed, N skipped"; exit 1 on any failure.
 # A test that crashes or times out counts as one failure of its own.
 # Usage: tests/run.sh [BUILD] [NAME-FILTER]
+# CLTRAIN_TESTS="NAME NAME ..." runs only the tests named (exactly), in that order.
 set -u
 build=${1:-build}
 filter=${2:-}
@@ -54,6 +55,16 @@ run_one() {
   fi
   pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 }
+if [[ -n ${CLTRAIN_TESTS:-} ]]; then
+  chosen=()
+  for want in $CLTRAIN_TESTS; do
+    found=
+    for t in "${progs[@]}"; do [[ $(basename "$t") == "$want" ]] && found=$t; done
+    if [[ -z $found ]]; then echo "tests/run.sh: CLTRAIN_TESTS names '$want', which is no test here"; exit 2; fi
+    chosen+=("$found")
+  done
+  progs=("${chosen[@]}")
+fi
 for t in "${progs[@]}"; do
   name=$(basename "$t")
   [[ -n $filter && $name != *$filter* ]] && continue

@@ -5,6 +5,10 @@
 # GEMM candidate against the reference), `cltrain tune`, the kernel bench,
 # the training bench for mnist-cnn, cifar-cnn and vgg16 at 128x128 (tuned
 # database in use), the pipeline bench and one short Fashion-MNIST run.
+# Both device classes' paths: the GPU gets class gpu (its own kernel shapes:
+# gemm_local.cl, im2col, unfused Winograd); the kernel tests and one training
+# bench run again under CLTRAIN_DEVICE_CLASS=cpu (register GEMM, fused
+# Winograd, direct convolutions, 16-wide kernels on the GPU), bounded.
 # Prints the FP32 peak estimated from the clock and the compute units.
 # Usage: tools/gpu-check.sh OUTDIR   (after tools/gpu-carry.sh on the build machine)
 set -uo pipefail
@@ -25,9 +29,16 @@ awk '/GPU/ {gpu=1} gpu && /compute units/ {
   exit }' "$out/devices.txt" | tee "$out/peak.txt"
 for t in build/tests/test_gemm build/tests/test_layers build/tests/test_model build/tests/test_pipeline; do
   [[ -x $t ]] || continue
-  echo "== $t"
-  CMOCKA_MESSAGE_OUTPUT=TAP timeout 240 "$t" 2>&1 | grep -E '^(ok|not ok)|mismatches' | grep -vE ' 0 mismatches' | tail -60
+  echo "== $t (class gpu, the GPU's own)"
+  CMOCKA_MESSAGE_OUTPUT=TAP timeout 240 "$t" 2>&1 | grep -E '^(ok|not ok)|mismatches|class' | grep -vE ' 0 mismatches' | tail -60
 done 2>&1 | tee "$out/tests.txt"
+# class cpu on the GPU: the CPU-shaped kernels must be correct on any device (slow is fine)
+for t in build/tests/test_layers build/tests/test_model build/tests/test_bn build/tests/test_shortcut; do
+  [[ -x $t ]] || continue
+  echo "== $t (CLTRAIN_DEVICE_CLASS=cpu)"
+  CLTRAIN_DEVICE_CLASS=cpu CMOCKA_MESSAGE_OUTPUT=TAP timeout 150 "$t" 2>&1 | grep -E '^(ok|not ok)|mismatches|class' | grep -vE ' 0 mismatches' | tail -40
+done 2>&1 | tee "$out/tests-class-cpu.txt"
+CLTRAIN_DEVICE_CLASS=cpu timeout 120 build/cltrain bench train --model mnist-cnn --steps 50 2>&1 | tee "$out/bench-train-class-cpu.txt"
 # default step time first (no database yet), then the search (it prints defaults vs tuned)
 for m in mnist-cnn cifar-cnn; do timeout 120 build/cltrain bench train --model $m --steps 50 2>&1; done | tee "$out/bench-train-defaults.txt"
 for m in mnist-cnn cifar-cnn; do timeout 200 build/cltrain tune --model $m --budget 120 2>&1; done | tee "$out/tune.txt"
