@@ -124,7 +124,8 @@ check: all
 # shapes a GPU gets, run on PoCL. The kernel tests run the GPU defaults
 # (gemm_local.cl); the training tests (pipeline, checkpoint resume, MPI, the
 # command line's runs) take the register GEMM at class gpu's work-groups
-# (CLTRAIN_GEMM), since gemm_local.cl runs at about 1 GFLOP/s on PoCL and
+# (CLTRAIN_GEMM), since gemm_local.cl needs about 20x the CPU time of the
+# register GEMM on PoCL (BENCHMARKS.md) and
 # they train hundreds of steps; everything else in them is class gpu's.
 GPU_CLASS_KERNEL_TESTS := test_gemm test_layers test_model test_bn test_shortcut test_dropout test_eval test_checkpoint
 GPU_CLASS_TRAIN_TESTS := test_pipeline checkpoint.sh mpi.sh cli.sh

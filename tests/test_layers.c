@@ -107,7 +107,7 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     snprintf(tag + n, sizeof tag - (size_t)n, "%s%s", L->act ? " " : "", L->act ? ct_activations[L->act].name : "");
     float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
     const float *W = P + L->w_off, *bias = P + L->b_off;
-    if (L->type == CT_L_CONV) { /* the --conv rule */
+    if (L->type == CT_L_CONV) { /* the --conv rule; under auto it depends on the device class (is_cpu: class cpu) */
         int s1 = L->k == 3 && L->stride == 1, kk = L->k * L->k * L->ic, a = m->conv_algo, cpu_auto = a == CT_CONV_AUTO && g_cl.is_cpu;
         /* direct: outputs in 16s (and <= 16384 inputs per output); on a CPU under auto where not Winograd */
         int fits = L->oc % 16 == 0 && kk <= 16384, wino_auto = cpu_auto && s1 && L->ic >= 8;
