@@ -2,8 +2,8 @@
 # oclgrind.sh: every kernel program under Oclgrind (an OpenCL device simulator)
 # with --data-races, at the launch shapes each device class really uses, on
 # small shapes: a tiny residual model (conv, batch norm, shortcut with and
-# without subsampling, max pooling, dropout, global average pooling, dense,
-# softmax cross-entropy) trains one step and evaluates, once per class and
+# without subsampling, max pooling, dropout, global average and max pooling,
+# dense with ReLU and GELU, softmax cross-entropy) trains one step and evaluates, once per class and
 # conv algorithm (im2col + GEMM, Winograd F(2x2) and F(4x4), fused and
 # unfused, direct), with each optimizer, the resident data path, and the
 # register GEMM at class gpu's work-group shape. Any report from the
@@ -56,8 +56,10 @@ EOF
 # that subsamples and pads channels; 9: 3x3 with 12 outputs (Winograd unfused
 # in both classes: the fused kernel wants multiples of 16) and a batch norm
 # over 12 channels (the 1-wide reduction; multiples of 8 take the 8-wide one).
-# Byte images (MNIST's format) are converted on the device (u8_to_f32) or
-# gathered from a resident copy (gather_u8): a second tiny model over them.
+# 13: a dense layer with GELU (its activation in a kernel of its own). Byte
+# images (MNIST's format) are converted on the device (u8_to_f32) or gathered
+# from a resident copy (gather_u8): a second tiny model over them, with
+# global max pooling.
 cat >"$tmp/tiny.cfg" <<'EOF'
 [net]
 height=8
@@ -99,6 +101,9 @@ activation=relu
 probability=0.5
 [avgpool]
 [dense]
+outputs=6
+activation=gelu
+[dense]
 outputs=3
 [softmax]
 EOF
@@ -112,7 +117,7 @@ for pre, n in (("train", 12), ("t10k", 4)):
     open(os.path.join(sys.argv[1], pre + "-labels-idx1-ubyte"), "wb").write(
         struct.pack(">II", 0x801, n) + bytes(random.randrange(10) for _ in range(n)))
 EOF
-printf '[net]\nheight=28\nwidth=28\nchannels=1\nclasses=10\n[maxpool]\nsize=4\n[dense]\noutputs=10\n[softmax]\n' >"$tmp/bytes.cfg"
+printf '[net]\nheight=28\nwidth=28\nchannels=1\nclasses=10\n[maxpool]\nsize=4\n[conv]\nfilters=4\nsize=3\n[globalmaxpool]\n[dense]\noutputs=10\n[softmax]\n' >"$tmp/bytes.cfg"
 
 klog=$tmp/kernels.log
 export CLTRAIN_KERNEL_LOG=$klog CLTRAIN_CACHE_DIR=$tmp/cache
