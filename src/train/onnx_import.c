@@ -602,13 +602,14 @@ static int fold(imp *im, const node *nd) {
             int64_t d = i64(b->v[i]);
             if (d == 0 && i < a->ndim) d = a->dims[i];
             if (d == -1) { if (infer >= 0) goto bad; infer = i; d = 1; }
-            else if (d < 0) goto bad;
+            else if (d < 0 || d > MAX_CONST) goto bad;
             t.dims[i] = d;
             known *= d ? d : 1;
+            if (known > MAX_CONST) goto bad; /* more than the tensor (at most MAX_CONST elements) holds */
         }
         if (infer >= 0) t.dims[infer] = known ? a->n / known : 0;
         int64_t n = 1;
-        for (int i = 0; i < t.ndim; i++) n *= t.dims[i];
+        for (int i = 0; i < t.ndim; i++) n *= t.dims[i]; /* each factor and the product of the others at most MAX_CONST */
         if (n != a->n) goto bad;
         t.v = ct_xmalloc((size_t)n * sizeof(double) + 1);
         memcpy(t.v, a->v, (size_t)n * sizeof(double));
