@@ -119,6 +119,22 @@ if [[ $rc -eq 0 ]] && grep -B1 "^start-up to first step done" <<<"$out" | grep -
   ok "bench train says it is timing the start-up before it does"
 else notok "bench train says it is timing the start-up before it does" "exit $rc" "$(tail -3 <<<"$out")"; fi
 
+# --- bench pipeline: compute measured as the rows are, and auto's choice shown beside its row ---
+if [[ -f $fm/train-images-idx3-ubyte.gz ]]; then
+  out=$(timeout 300 "$bin" bench pipeline --model mlp --steps 8 2>&1); rc=$?
+  rows=$(grep -c "pipelined, auto" <<<"$out")
+  explained=$(grep -cE "^ +auto: ceil\(1\.5 x compute [0-9]+ / one producer [0-9]+ images/s.*\) = [0-9]+" <<<"$out")
+  agree=1
+  while read -r row; do
+    p=$(awk '{ print $(NF-1) }' <<<"$row")
+    line=$(grep -A1 -F -- "$row" <<<"$out" | tail -1)
+    [[ $line =~ \)\ =\ ([0-9]+) && ${BASH_REMATCH[1]} == "$p" ]] || agree=0
+  done < <(grep "pipelined, auto" <<<"$out")
+  if [[ $rc -eq 0 && $rows -eq 3 && $explained -eq 3 && $agree -eq 1 ]] && grep -q "compute [0-9]* images/s (resident, after a warm-up run)" <<<"$out"; then
+    ok "bench pipeline: compute from a warm resident run; each auto row shows how it chose"
+  else notok "bench pipeline: compute from a warm resident run; each auto row shows how it chose" "exit $rc, $rows auto rows, $explained explained, agree $agree" "$(head -3 <<<"$out")"; fi
+fi
+
 # --- a failed download leaves no folder behind ---
 mkdir -p "$tmp/dl"
 (cd "$tmp/dl" && CLTRAIN_MNIST_MIRROR=http://127.0.0.1:9/ "$bin" mnist >/dev/null 2>&1); rc=$?
