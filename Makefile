@@ -127,7 +127,8 @@ check: all
 # (CLTRAIN_GEMM), since gemm_local.cl needs about 20x the CPU time of the
 # register GEMM on PoCL (BENCHMARKS.md) and
 # they train hundreds of steps; everything else in them is class gpu's.
-GPU_CLASS_KERNEL_TESTS := test_gemm test_layers test_model test_bn test_shortcut test_dropout test_eval test_checkpoint
+# Kernel tests: every cmocka test that opens a device (CT_NEED_CL), but the pipeline's.
+GPU_CLASS_KERNEL_TESTS := $(filter-out test_pipeline,$(basename $(notdir $(shell grep -l CT_NEED_CL tests/test_*.c))))
 GPU_CLASS_TRAIN_TESTS := test_pipeline checkpoint.sh mpi.sh cli.sh
 .PHONY: test-gpu-class
 test-gpu-class: all
