@@ -10,6 +10,9 @@ build=${1:-build}
 filter=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 export CLTRAIN_BUILD=$build CMOCKA_MESSAGE_OUTPUT=TAP
+# No first-run kernel search in the tests (each training test would pay for it, and what it
+# picks would depend on the machine's load); tests/tune.sh runs it once on purpose.
+export CLTRAIN_AUTOTUNE=${CLTRAIN_AUTOTUNE:-0}
 # Kernel binaries are cached per build so sanitizer runs do not share a cache with plain runs.
 export CLTRAIN_CACHE_DIR=${CLTRAIN_CACHE_DIR:-$build/cache}
 timeout_s=${CLTRAIN_TEST_TIMEOUT:-600}

@@ -165,6 +165,43 @@ else
   echo "ok $((n += 1)) - --gemm auto database # SKIP Fashion-MNIST not installed ($fm)"
 fi
 
+# --- the first training run on a device with no database searches once (CLTRAIN_AUTOTUNE) ---
+if [[ -f $fm/train-images-idx3-ubyte.gz || -f $fm/train-images-idx3-ubyte ]]; then
+  auto=$tmp/auto
+  mkdir -p "$auto"
+  cp "$CLTRAIN_CACHE_DIR"/*.bin "$auto"/ 2>/dev/null
+  train=("$bin" fashion-mnist --data "$fm" --model mlp --batch-size 8 --steps 2 --limit-train 64 --limit-test 16 --quiet)
+  start=$(date +%s)
+  CLTRAIN_CACHE_DIR=$auto CLTRAIN_AUTOTUNE=6 timeout 300 "${train[@]}" >"$tmp/out" 2>"$tmp/err"
+  rc=$? secs=$(($(date +%s) - start))
+  adb=$(ls "$auto"/gemm-tune-*.txt 2>/dev/null | head -1)
+  if [[ $rc -eq 0 && -n $adb ]] && grep -q '^end [0-9]' "$adb" && grep -q 'no tuning database for .*at most 6 s, once (CLTRAIN_AUTOTUNE=0 skips it)' "$tmp/err" &&
+     grep -qE 'kernel search done in [0-9.]+ s|too long to search within 6 s' "$tmp/err" && (( secs < 6 + 60 )); then
+    ok "a first training run searches once within CLTRAIN_AUTOTUNE=6 ($secs s in all): $(grep -E 'search done|too long' "$tmp/err" | cut -c1-120)"
+  else
+    notok "first-run search" "exit $rc after $secs s, db '${adb:-none}'" "$(head -4 "$tmp/err")"
+  fi
+  CLTRAIN_CACHE_DIR=$auto CLTRAIN_AUTOTUNE=6 timeout 300 "${train[@]}" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [[ $rc -eq 0 ]] && ! grep -q 'tuning database for\|kernel search' "$tmp/err"; then ok "the second run finds the database and does not search"
+  else notok "second run searched again" "exit $rc" "$(head -3 "$tmp/err")"; fi
+  rm -f "$auto"/gemm-tune-*.txt
+  CLTRAIN_CACHE_DIR=$auto CLTRAIN_AUTOTUNE=0 timeout 300 "${train[@]}" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [[ $rc -eq 0 ]] && ! ls "$auto"/gemm-tune-*.txt >/dev/null 2>&1 && ! grep -q 'kernel search' "$tmp/err"; then ok "CLTRAIN_AUTOTUNE=0: no search, no database"
+  else notok "CLTRAIN_AUTOTUNE=0" "exit $rc" "$(head -3 "$tmp/err")"; fi
+  for v in abc -1 5000; do
+    CLTRAIN_CACHE_DIR=$auto CLTRAIN_AUTOTUNE=$v timeout 60 "${train[@]}" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [[ $rc -eq 2 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "CLTRAIN_AUTOTUNE='$v'" "$tmp/err"; then ok "CLTRAIN_AUTOTUNE=$v: exit 2, one line"
+    else notok "CLTRAIN_AUTOTUNE=$v" "exit $rc" "$(head -3 "$tmp/err")"; fi
+  done
+elif [[ ${CI:-} == true ]]; then
+  notok "first-run search" "Fashion-MNIST missing under CI ($fm)"
+else
+  echo "ok $((n += 1)) - first-run search # SKIP Fashion-MNIST not installed ($fm)"
+fi
+
 # --- bad input: exit 2, one line ---
 for args in "--budget abc" "--budget 0" "--budget"; do
   # shellcheck disable=SC2086

@@ -55,6 +55,10 @@ int cli_check_model(const ct_train_opts *o);
 int cmd_train(const ct_dataset_def *set, int argc, char **argv); /* cltrain mnist|fashion-mnist|cifar10|cifar100|images|arrays */
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+/* A first training run on a device with no tuning database: `cltrain tune`'s search within
+ * CLTRAIN_AUTOTUNE seconds (20 unset, 0 off), announced in one line, cached in the database.
+ * 0, or CT_EINPUT for a bad CLTRAIN_AUTOTUNE; a failed search only says so. */
+int cli_autotune(const cli_opts *c);
 int cmd_eval(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_predict(int argc, char **argv);

@@ -114,6 +114,14 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     o->class_names = d.class_names ? d.class_names : d.train->class_names; /* predict and export name the classes */
     o->train_src = d.src[0];
     o->eval_src = d.src[1];
+    /* no tuning database for this device yet: a short search first (CLTRAIN_AUTOTUNE) */
+    rc = cli_autotune(&c);
+    if (rc) {
+        ct_data_close(&d);
+        ct_tfr_files_free(&tf);
+        free(abs);
+        return cli_fail(rc);
+    }
     /* --curves-png draws from the run's metrics.csv: --logdir's, or one in a folder of its own for the run */
     char tmpdir[] = "/tmp/cltrain-curves-XXXXXX", csv[4200];
     int own_log = c.curves_png && !o->logdir && ct_world.rank == 0;

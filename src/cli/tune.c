@@ -8,11 +8,22 @@
  * then times whole training steps of the baseline and of the tuned model,
  * interleaved, and writes the tuning database. When the tuned step is not
  * faster, the model's shapes keep the defaults.
+ * The same search runs once, within CLTRAIN_AUTOTUNE seconds (20), before a
+ * first training run on a device (and class) with no tuning database
+ * (cli_autotune), so that --conv auto and the GEMM kernels are what was
+ * measured there; the test suite sets CLTRAIN_AUTOTUNE=0 and tests/tune.sh
+ * runs it once.
  * Tested by tests/tune.sh. */
 #include "cli.h"
+#include "cltrain/dist.h"
 #include "cltrain/file.h"
 #include "cltrain/layer.h"
 #include <string.h>
+#include <unistd.h>
+
+/* where the search reports: stdout for `cltrain tune`, nowhere (or stderr at CLTRAIN_DEBUG >= 1)
+ * for the automatic search of a first training run */
+static FILE *tout;
 
 /* mean step time over k steps */
 static double step_time(ct_model *m, ct_optim_state *opt, int B, int k) {
@@ -121,7 +132,7 @@ static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n) {
     ct_model m, db = {.db_defaults = 1};
     ct_cl cl;
     if (cli_bench_setup_db(&m, &cl, &ca, CT_GEMM_NATIVE, &db)) {
-        printf("  %s skipped: %s\n", ALGO_NAMES[a], ct_last_error());
+        fprintf(tout, "  %s skipped: %s\n", ALGO_NAMES[a], ct_last_error());
         return -1;
     }
     cli_real_gradients(&m, B);
@@ -142,7 +153,7 @@ static int conv_search(const cli_opts *c, const ct_model *d, int B, double until
     for (int i = 0; i < d->gemm.n_convs; i++)
         if (key_index(cs, n, &d->gemm.convs[i]) < 0) out[n_out++] = d->gemm.convs[i];
     if (!n) return n_out;
-    printf("conv search: %d shapes of 3x3 stride-1 layers, each as im2col + GEMM, Winograd F(2x2,3x3) and F(4x4,3x3),\n"
+    fprintf(tout, "conv search: %d shapes of 3x3 stride-1 layers, each as im2col + GEMM, Winograd F(2x2,3x3) and F(4x4,3x3),\n"
            " and the direct kernel where it fits\n", n);
     for (int a = 0; a < N_ALGOS; a++)
         for (int j = 0; j < n; j++) fits[a] |= algo_fits(&cs[j], a);
@@ -150,7 +161,7 @@ static int conv_search(const cli_opts *c, const ct_model *d, int B, double until
     for (int a = 0; a < N_ALGOS; a++) {
         if (!fits[a]) continue;
         if (ct_now() + t_last > until) {
-            printf("  %s not timed: the budget's share for the conv search is spent\n", ALGO_NAMES[a]);
+            fprintf(tout, "  %s not timed: the budget's share for the conv search is spent\n", ALGO_NAMES[a]);
             continue;
         }
         double t0 = ct_now();
@@ -160,15 +171,15 @@ static int conv_search(const cli_opts *c, const ct_model *d, int B, double until
     for (int j = 0; j < n; j++) {
         conv_shape *s = &cs[j];
         int rule = s->rule, best = rule;
-        printf("  %dx%dx%d->%d pad %d (%d layer%s), forward + backward:", s->key.ih, s->key.iw, s->key.ic, s->key.oc,
+        fprintf(tout, "  %dx%dx%d->%d pad %d (%d layer%s), forward + backward:", s->key.ih, s->key.iw, s->key.ic, s->key.oc,
                s->key.pad, s->layers, s->layers > 1 ? "s" : "");
         for (int a = 0; a < N_ALGOS; a++) {
             if (!timed[a] || !algo_fits(s, a)) continue;
-            printf(" %s %.2f ms", ALGO_NAMES[a], s->t[a] * 1e3);
+            fprintf(tout, " %s %.2f ms", ALGO_NAMES[a], s->t[a] * 1e3);
             if (timed[rule] && s->t[a] < s->t[best]) best = a;
         }
         int take = best != rule && s->t[best] <= 0.97 * s->t[rule];
-        printf(" -> %s%s\n", ALGO_NAMES[take ? best : rule], take ? "" : " (the shipped rule)");
+        fprintf(tout, " -> %s%s\n", ALGO_NAMES[take ? best : rule], take ? "" : " (the shipped rule)");
         if (take && n_out < CT_CONV_MAX_CHOICES) {
             out[n_out] = s->key;
             out[n_out++].tile = TILES[best];
@@ -216,14 +227,13 @@ static int db_writable(const char *path) {
     return ct_fail(CT_EINPUT, "%s (set CLTRAIN_CACHE_DIR to a writable folder); nothing was searched", why);
 }
 
-int cmd_tune(int argc, char **argv) {
-    double budget = 0, t0 = ct_now();
-    cli_opts c;
-    cli_opts_defaults(&c);
-    cli_opts_for(&c, CLI_TUNE, "tune", NULL);
-    int rc = take_budget(&argc, argv, &budget);
-    if (!rc) rc = cli_parse_train(argc, argv, &c);
-    if (rc) return cli_fail(rc);
+/* The search for c's model within budget seconds (0: the command's default), reported to tout.
+ * automatic: a first training run's search, which gives up (writing a database with the shipped
+ * defaults, so that it is not tried again) when one training step is too long for the budget. */
+static int tune_search(const cli_opts *cp, double budget, int automatic) {
+    double t0 = ct_now();
+    cli_opts c = *cp;
+    int rc;
     const ct_train_opts o = c.train;
     int B = o.batch;
     /* d: the shipped defaults (the baseline); m: the tuned model */
@@ -240,11 +250,24 @@ int cmd_tune(int argc, char **argv) {
         return cli_fail(rc);
     }
     if (!budget) budget = cld.is_cpu ? 60 : 120;
+    if (automatic) {
+        /* the first step compiles (it stops here when that alone takes half the budget); the
+         * second says what a step costs: the search needs some 15 of them */
+        double t1 = step_time(&d, &od, B, 1);
+        if (t1 * 2 <= budget) t1 = step_time(&d, &od, B, 1);
+        if (t1 * 15 > budget) {
+            fprintf(stderr, "cltrain: a training step takes %.2f s on this device, too long to search within %.0f s: "
+                            "the shipped defaults stay (`cltrain tune --budget SECONDS` searches longer)\n", t1, budget);
+            rc = ct_gemm_db_save(&d.gemm, d.gemm.db_path);
+            free_model(&d, &cld, &od);
+            return rc;
+        }
+    }
     char cfg[160];
     ct_gemm_cfg_str(&d.gemm.def, cfg, sizeof cfg);
-    printf("cltrain tune: model %s, batch %d, device %s (%s, driver %s)\n", d.name, B, cld.device_name, cld.platform_name,
+    fprintf(tout, "cltrain tune: model %s, batch %d, device %s (%s, driver %s)\n", d.name, B, cld.device_name, cld.platform_name,
            cld.driver_version);
-    printf("shipped default: %s (table row %s); database %s (%d GEMM and %d conv shapes already)\n", cfg, d.gemm.def_from,
+    fprintf(tout, "shipped default: %s (table row %s); database %s (%d GEMM and %d conv shapes already)\n", cfg, d.gemm.def_from,
            d.gemm.db_path, d.gemm.n_choices, d.gemm.n_convs);
     /* one step with the defaults sizes the final comparison, which the budget includes */
     cli_bench_step(&d, &od, B);
@@ -256,7 +279,7 @@ int cmd_tune(int argc, char **argv) {
     if (o.conv == CT_CONV_AUTO) {
         db.n_conv_tuned = conv_search(&c, &d, B, ct_now() + 0.5 * (budget - (ct_now() - t0)), convs);
     } else {
-        printf("conv search: not run (--conv given, so the database's conv choices are not used)\n");
+        fprintf(tout, "conv search: not run (--conv given, so the database's conv choices are not used)\n");
         db.conv_tuned = NULL;
     }
     if ((rc = cli_bench_setup_db(&m, &cl, &c, CT_GEMM_NATIVE, &db))) {
@@ -281,18 +304,18 @@ int cmd_tune(int argc, char **argv) {
     if (model_choices(&m.gemm) || convs_changed) {
         compared = 1;
         int faster, rounds = compare_steps(&d, &od, &m, &opt, B, k, t0 + budget, &t_def, &t_tuned, &faster);
-        printf("step time: shipped defaults %.2f ms, tuned %.2f ms (%.2fx; %d conv layers changed); best of %d x %d steps each, "
+        fprintf(tout, "step time: shipped defaults %.2f ms, tuned %.2f ms (%.2fx; %d conv layers changed); best of %d x %d steps each, "
                "interleaved, tuned faster in %d of %d rounds\n", t_def * 1e3, t_tuned * 1e3, t_def / t_tuned, convs_changed,
                rounds, k, faster, rounds);
         /* a win above the noise: faster in every round, and by 2% in the best of each */
         kept = faster == rounds && t_tuned <= 0.98 * t_def;
         if (!kept) {
             drop_model_choices(&m.gemm, &d.gemm);
-            printf("the tuned step is not faster beyond the noise: this model's shapes keep the shipped defaults "
+            fprintf(tout, "the tuned step is not faster beyond the noise: this model's shapes keep the shipped defaults "
                    "(the shape rows above are not kept)\n");
         }
     } else {
-        printf("step time: shipped defaults %.2f ms; no shape of this model runs faster otherwise, so that is also the tuned step\n",
+        fprintf(tout, "step time: shipped defaults %.2f ms; no shape of this model runs faster otherwise, so that is also the tuned step\n",
                t_step * 1e3);
     }
     /* the step as it now runs (tuned, or the defaults when tuning did not beat them), forward
@@ -300,9 +323,68 @@ int cmd_tune(int argc, char **argv) {
     double t_final = !compared ? t_step : kept ? t_tuned : t_def;
     if (t_final > 0) m.gemm.speed_gflops = 3.0 * m.flops_fwd * B / t_final * 1e-9;
     rc = ct_gemm_db_save(&m.gemm, m.gemm.db_path);
-    if (!rc) printf("wrote %s (%d GEMM and %d conv shapes); %.1f s of a %.0f s budget\n", m.gemm.db_path, m.gemm.n_choices,
+    if (!rc) fprintf(tout, "wrote %s (%d GEMM and %d conv shapes); %.1f s of a %.0f s budget\n", m.gemm.db_path, m.gemm.n_choices,
                     m.gemm.n_convs, ct_now() - t0, budget);
+    if (!rc && automatic && kept)
+        fprintf(stderr, "cltrain: kernel search done in %.1f s: a step %.2f -> %.2f ms (%d GEMM shapes, %d conv layers changed); "
+                        "saved in %s\n", ct_now() - t0, t_def * 1e3, t_tuned * 1e3, model_choices(&m.gemm), convs_changed,
+                m.gemm.db_path);
+    else if (!rc && automatic)
+        fprintf(stderr, "cltrain: kernel search done in %.1f s: nothing beat the shipped defaults, which stay; saved in %s\n",
+                ct_now() - t0, m.gemm.db_path);
     free_model(&m, &cl, &opt);
     free_model(&d, &cld, &od);
+    return rc;
+}
+
+int cmd_tune(int argc, char **argv) {
+    double budget = 0;
+    cli_opts c;
+    cli_opts_defaults(&c);
+    cli_opts_for(&c, CLI_TUNE, "tune", NULL);
+    int rc = take_budget(&argc, argv, &budget);
+    if (!rc) rc = cli_parse_train(argc, argv, &c);
+    if (rc) return cli_fail(rc);
+    tout = stdout;
+    rc = tune_search(&c, budget, 0);
     return rc ? cli_fail(rc) : 0;
+}
+
+/* CLTRAIN_AUTOTUNE: unset 20 seconds, 0 off, else seconds in 1..3600; -1 after one line when bad */
+static double autotune_budget(void) {
+    const char *s = getenv("CLTRAIN_AUTOTUNE");
+    if (!s || !*s) return 20;
+    char *end;
+    double b = strtod(s, &end);
+    if (end == s || *end || !(b == 0 || (b >= 1 && b <= 3600))) {
+        ct_fail(CT_EINPUT, "CLTRAIN_AUTOTUNE='%s': expected 0 (no search) or the seconds a first run may search, 1..3600 "
+                           "(unset: 20)", s);
+        return -1;
+    }
+    return b;
+}
+
+int cli_autotune(const cli_opts *c) {
+    double budget = autotune_budget();
+    if (budget < 0) return CT_EINPUT;
+    /* not for --gemm clblast (nothing of ours to choose), a resumed run (its model comes from the
+     * checkpoint), a model fitted to an image set's size, or several ranks (each would search) */
+    if (budget == 0 || c->train.gemm == CT_GEMM_CLBLAST || c->train.resume || c->train.fit_model || ct_world.size > 1) return 0;
+    ct_cl cl;
+    int rc = ct_cl_open(&cl, c->train.device);
+    if (rc) return rc; /* training says why */
+    char path[4200];
+    ct_cl_tune_db_path(cl.platform_name, cl.device_name, cl.dev_class, path, sizeof path);
+    char dev[300];
+    snprintf(dev, sizeof dev, "%s (class %s)", cl.device_name, ct_cl_class_name(cl.dev_class));
+    ct_cl_close(&cl);
+    if (access(path, F_OK) == 0) return 0;
+    fprintf(stderr, "cltrain: no tuning database for %s: measuring conv algorithms and GEMM kernels for this model, "
+                    "at most %.0f s, once (CLTRAIN_AUTOTUNE=0 skips it)\n", dev, budget);
+    FILE *null = ct_debug_level() >= 1 ? NULL : fopen("/dev/null", "w");
+    tout = null ? null : stderr;
+    rc = tune_search(c, budget, 1);
+    if (null) fclose(null);
+    if (rc) fprintf(stderr, "cltrain: the kernel search failed (%s); training goes on with the shipped defaults\n", ct_last_error());
+    return 0;
 }
