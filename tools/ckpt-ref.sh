@@ -23,6 +23,8 @@ fi
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 tools=$(dirname "$bin")/tools
 export OCL_ICD_VENDORS=${OCL_ICD_VENDORS:-/etc/OpenCL/vendors/pocl.icd}
+# the shipped kernel choices on both sides: no first-run kernel search (its picks follow the load)
+export CLTRAIN_AUTOTUNE=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=$dir
