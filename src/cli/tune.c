@@ -296,7 +296,7 @@ static int tune_search(const cli_opts *cp, double budget, int automatic) {
      * time is left */
     double reserve = (4 * k + 2) * t_step * 2.5 + 0.05 * budget, left = budget - (ct_now() - t0) - reserve;
     if (left < 1) left = 1;
-    ct_gemm_tune(&m.gemm, left, stdout);
+    ct_gemm_tune(&m.gemm, left, tout);
     double t_def = 0, t_tuned = 0;
     int convs_changed = 0, compared = 0, kept = 0;
     for (int i = 0; i < m.n_layers; i++)
