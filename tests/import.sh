@@ -84,6 +84,11 @@ else notok "fine-tune the import" "$(tail -2 "$tmp/ft.out")" "${d:-}"; fi
 err=$("$bin" arrays "$tmp/c10.npz" --layout NCHW --init "$tmp/resnet20.ckpt" --resume "$tmp/ft.ckpt" --steps 1 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *"--init"*"--resume"* ]]; then ok "--init with --resume: exit 2, ${err#cltrain: }"; else notok "--init with --resume" "rc $rc: $err"; fi
 
+out=$("$bin" cifar10 --data "$tmp/g10" --init "$tmp/resnet20.ckpt" --steps 1 --batch-size 16 2>&1)
+if grep -q "^note: .*resnet20.ckpt was trained on pixels in \[0, 1\].*cifar10 standardises each image" <<<"$out"; then
+  ok "--init of an import on a set that standardises: $(grep '^note:' <<<"$out" | cut -c1-90)..."
+else notok "--init of an import on cifar10 says the inputs change" "$(head -3 <<<"$out")"; fi
+
 if ! "$venv" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
   need "onnxruntime on the fine-tuned export" "onnx/onnxruntime not in $venv: run tools/setup-tensorboard.sh build/tbvenv"
   echo "1..$n"
