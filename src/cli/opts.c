@@ -82,8 +82,8 @@ static const opt_def opt_table[] = {
      "auto: on a CPU F(4x4,3x3) where a 3x3 stride-1 layer has 8 or more input\n"
      "channels, direct for the rest where it fits; im2col elsewhere [auto]"},
     {"steps", 1, O_STEPS, T | B, 0, "N", "stop after N steps [bench: 20 for train, 30 for pipeline]"},
-    {"limit-train", 1, O_LTRAIN, T | B, 0, "N", "use only the first N training images"},
-    {"limit-test", 1, O_LTEST, T | E, 0, "N", "use only the first N test images"},
+    {"limit-train", 1, O_LTRAIN, T | B, 0, "N", "use only N training images (image sets: spread over the classes)"},
+    {"limit-test", 1, O_LTEST, T | E, 0, "N", "use only N test images (image sets: spread over the classes)"},
     {"quiet", 0, O_QUIET, T, 0, NULL, "no progress lines (the results are still printed)"},
     {"progress-every", 1, O_PROGRESS, T, 0, "N", "a progress line every N steps [50]"},
     {"producers", 1, O_PROD, T | B, 0, "N|auto", "input threads; 0 loads inside the training loop [auto]"},
