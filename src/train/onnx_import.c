@@ -166,60 +166,113 @@ static const char *supported =
 
 /* TensorProto { dims = 1; data_type = 2; float_data = 4; int32_data = 5; int64_data = 7; name = 8;
  * raw_data = 9; double_data = 10; data_location = 14 } */
-static int read_tensor(pb r, tensor *t, char **name, const char *path) {
-    memset(t, 0, sizeof *t);
+
+/* where a tensor's values lie in its message, found before any is decoded */
+typedef struct {
+    const uint8_t *raw;
+    size_t raw_n;
+    pb fd[4];  /* float_data, int32_data, int64_data, double_data, when packed */
+    int nf[4]; /* 0 absent, 1 unpacked, 2 packed */
+} tsrc;
+
+/* Only locates the values, so that the shape and type can be checked before anything sized by them is allocated;
+ * returns why the message cannot be read, or NULL. */
+static const char *scan_tensor(pb r, tensor *t, char **name, tsrc *s) {
     pbf f;
     int rc, kind;
-    const uint8_t *raw = NULL;
-    size_t raw_n = 0;
-    pb fd[4] = {{0}}; /* float_data, int32_data, int64_data, double_data, packed or not */
-    int nf[4] = {0};
-    uint64_t one[4][1];
-    (void)one;
-    int64_t count_vals[4] = {0};
-    const char *why = "damaged";
     while ((rc = next(&r, &f)) == 1) {
         if (f.field == 1 && f.wt == 0) {
-            if (t->ndim == 8) { why = "more than 8 dimensions"; goto bad; }
+            if (t->ndim == 8) return "more than 8 dimensions";
             t->dims[t->ndim++] = (int64_t)f.v;
         } else if (f.field == 1 && f.wt == 2) {
             pb d = sub(&f);
             uint64_t v;
             while (d.p < d.end) {
-                if (varint(&d, &v) || t->ndim == 8) goto bad;
+                if (varint(&d, &v) || t->ndim == 8) return "damaged";
                 t->dims[t->ndim++] = (int64_t)v;
             }
         } else if (f.field == 2 && f.wt == 0) t->dtype = (int)f.v;
         else if (f.field == 8 && f.wt == 2) { if (name) { free(*name); *name = str_of(&f); } }
-        else if (f.field == 9 && f.wt == 2) raw = f.d, raw_n = f.n;
-        else if (f.field == 14 && f.wt == 0 && f.v == 1) { why = "weights in an external file (save with the weights inside)"; goto bad; }
+        else if (f.field == 9 && f.wt == 2) s->raw = f.d, s->raw_n = f.n;
+        else if (f.field == 14 && f.wt == 0 && f.v == 1) return "weights in an external file (save with the weights inside)";
         else if ((kind = f.field == 4 ? 0 : f.field == 5 ? 1 : f.field == 7 ? 2 : f.field == 10 ? 3 : -1) >= 0) {
-            if (f.wt == 2) { if (nf[kind]) { why = "split repeated field"; goto bad; } fd[kind] = sub(&f); nf[kind] = 2; }
-            else { if (nf[kind] == 2) { why = "mixed repeated field"; goto bad; } nf[kind] = 1; count_vals[kind]++; }
+            if (f.wt == 2) { if (s->nf[kind]) return "split repeated field"; s->fd[kind] = sub(&f); s->nf[kind] = 2; }
+            else { if (s->nf[kind] == 2) return "mixed repeated field"; s->nf[kind] = 1; }
         }
     }
-    if (rc < 0) goto bad;
+    return rc < 0 ? "damaged" : NULL;
+}
+
+/* The element count, refused before it can overflow the allocations sized by it; returns why, or NULL. */
+static const char *tensor_count(tensor *t) {
     t->n = 1;
     for (int i = 0; i < t->ndim; i++) {
-        if (t->dims[i] < 0 || t->dims[i] > ((int64_t)1 << 32) || (t->dims[i] && t->n > ((int64_t)1 << 32) / t->dims[i])) {
-            why = "bad dimensions";
-            goto bad;
-        }
+        if (t->dims[i] < 0 || t->dims[i] > ((int64_t)1 << 32) || (t->dims[i] && t->n > ((int64_t)1 << 32) / t->dims[i]))
+            return "bad dimensions";
         t->n *= t->dims[i];
     }
-    int esz = t->dtype == T_FLOAT || t->dtype == T_INT32 ? 4 : t->dtype == T_INT64 || t->dtype == T_DOUBLE ? 8
-              : t->dtype == T_UINT8 || t->dtype == T_INT8 || t->dtype == T_BOOL ? 1 : 0;
-    if (!esz) { why = "a data type cltrain does not read (float, double, int8/32/64, uint8, bool)"; goto bad; }
-    {
-        int kd = t->dtype == T_FLOAT ? 0 : t->dtype == T_INT64 ? 2 : t->dtype == T_DOUBLE ? 3 : 1;
-        /* the values must be in the message: at most one per byte (varints), per 4 or 8 bytes, or raw */
-        size_t avail = raw ? raw_n / (size_t)esz : kd == 0 ? (size_t)(fd[0].end - fd[0].p) / 4
-                       : kd == 3 ? (size_t)(fd[3].end - fd[3].p) / 8 : (size_t)(fd[kd].end - fd[kd].p);
-        if ((uint64_t)t->n > avail) {
-            if (!raw && nf[kd] == 1) { why = "unpacked repeated values (write raw_data)"; goto bad; }
-            return ct_fail(CT_EINPUT, "%s: tensor '%s': %zu data bytes for a shape of %lld elements of %d bytes", path,
-                           name && *name ? *name : "?", raw ? raw_n : (size_t)(fd[kd].end - fd[kd].p), (long long)t->n, esz);
-        }
+    return NULL;
+}
+
+/* bytes per value in raw_data; 0 marks a type cltrain does not read */
+static int elem_size(int dtype) {
+    return dtype == T_FLOAT || dtype == T_INT32 ? 4 : dtype == T_INT64 || dtype == T_DOUBLE ? 8
+           : dtype == T_UINT8 || dtype == T_INT8 || dtype == T_BOOL ? 1 : 0;
+}
+
+/* which typed repeated field ONNX puts a type's values in: float_data for float; int32_data for int32, int8, uint8,
+ * bool; int64_data; double_data */
+static int typed_field(int dtype) { return dtype == T_FLOAT ? 0 : dtype == T_INT64 ? 2 : dtype == T_DOUBLE ? 3 : 1; }
+
+/* raw_data is unaligned little-endian bytes, hence memcpy; the length was checked by the caller */
+static void decode_raw(tensor *t, const uint8_t *raw, int esz) {
+    for (int64_t i = 0; i < t->n; i++) {
+        const uint8_t *p = raw + (size_t)i * esz;
+        double v;
+        if (t->dtype == T_FLOAT) { float x; memcpy(&x, p, 4); v = x; }
+        else if (t->dtype == T_DOUBLE) memcpy(&v, p, 8);
+        else if (t->dtype == T_INT32) { int32_t x; memcpy(&x, p, 4); v = x; }
+        else if (t->dtype == T_INT64) { int64_t x; memcpy(&x, p, 8); v = (double)x; }
+        else if (t->dtype == T_INT8) v = (int8_t)*p;
+        else v = *p;
+        if (t->f) t->f[i] = (float)v;
+        if (t->v) t->v[i] = v;
+    }
+}
+
+/* Packed values come one varint or fixed-width word at a time, so their count is known only after decoding: *got
+ * returns it for the caller to compare with the shape; returns why the field is unreadable, or NULL. */
+static const char *decode_typed(tensor *t, pb d, int kind, int64_t *got) {
+    *got = 0;
+    while (d.p && d.p < d.end) {
+        double v;
+        if (kind == 0) { if (d.end - d.p < 4) return "damaged"; float x; memcpy(&x, d.p, 4); d.p += 4; v = x; }
+        else if (kind == 3) { if (d.end - d.p < 8) return "damaged"; memcpy(&v, d.p, 8); d.p += 8; }
+        else { uint64_t u; if (varint(&d, &u)) return "damaged"; v = kind == 2 ? (double)(int64_t)u : (double)(int32_t)u; }
+        if (*got >= t->n) return "more values than its shape";
+        if (t->f) t->f[*got] = (float)v;
+        if (t->v) t->v[*got] = v;
+        (*got)++;
+    }
+    return NULL;
+}
+
+static int read_tensor(pb r, tensor *t, char **name, const char *path) {
+    memset(t, 0, sizeof *t);
+    tsrc s = {0};
+    const char *why = scan_tensor(r, t, name, &s);
+    if (!why) why = tensor_count(t);
+    int esz = elem_size(t->dtype);
+    if (!why && !esz) why = "a data type cltrain does not read (float, double, int8/32/64, uint8, bool)";
+    if (why) goto bad;
+    int kd = typed_field(t->dtype);
+    /* the values must be in the message: at most one per byte (varints), per 4 or 8 bytes, or raw */
+    size_t avail = s.raw ? s.raw_n / (size_t)esz : kd == 0 ? (size_t)(s.fd[0].end - s.fd[0].p) / 4
+                   : kd == 3 ? (size_t)(s.fd[3].end - s.fd[3].p) / 8 : (size_t)(s.fd[kd].end - s.fd[kd].p);
+    if ((uint64_t)t->n > avail) {
+        if (!s.raw && s.nf[kd] == 1) { why = "unpacked repeated values (write raw_data)"; goto bad; }
+        return ct_fail(CT_EINPUT, "%s: tensor '%s': %zu data bytes for a shape of %lld elements of %d bytes", path,
+                       name && *name ? *name : "?", s.raw ? s.raw_n : (size_t)(s.fd[kd].end - s.fd[kd].p), (long long)t->n, esz);
     }
     if (t->dtype == T_FLOAT || t->dtype == T_DOUBLE) t->f = malloc((size_t)t->n * sizeof(float) + 1);
     if (t->n <= MAX_CONST) t->v = malloc((size_t)t->n * sizeof(double) + 1);
@@ -227,52 +280,22 @@ static int read_tensor(pb r, tensor *t, char **name, const char *path) {
         why = t->n > MAX_CONST ? "a non-float tensor too large" : "out of memory";
         goto bad;
     }
-    if (raw) {
-        if (raw_n != (size_t)t->n * esz) {
+    if (s.raw) {
+        if (s.raw_n != (size_t)t->n * esz) {
             free(t->v), free(t->f), t->v = NULL, t->f = NULL;
             return ct_fail(CT_EINPUT, "%s: tensor '%s': %zu data bytes for a shape of %lld elements of %d bytes", path,
-                           name && *name ? *name : "?", raw_n, (long long)t->n, esz);
+                           name && *name ? *name : "?", s.raw_n, (long long)t->n, esz);
         }
-        for (int64_t i = 0; i < t->n; i++) {
-            const uint8_t *p = raw + (size_t)i * esz;
-            double v;
-            if (t->dtype == T_FLOAT) { float x; memcpy(&x, p, 4); v = x; }
-            else if (t->dtype == T_DOUBLE) memcpy(&v, p, 8);
-            else if (t->dtype == T_INT32) { int32_t x; memcpy(&x, p, 4); v = x; }
-            else if (t->dtype == T_INT64) { int64_t x; memcpy(&x, p, 8); v = (double)x; }
-            else if (t->dtype == T_INT8) v = (int8_t)*p;
-            else v = *p;
-            if (t->f) t->f[i] = (float)v;
-            if (t->v) t->v[i] = v;
-        }
+        decode_raw(t, s.raw, esz);
         return 0;
     }
-    /* typed repeated fields: float_data for float; int32_data for int32, int8, uint8, bool; int64_data; double_data */
-    int kind_of = t->dtype == T_FLOAT ? 0 : t->dtype == T_INT64 ? 2 : t->dtype == T_DOUBLE ? 3 : 1;
-    {
-        pb d = fd[kind_of];
-        int64_t got = 0;
-        if (nf[kind_of] == 1) { /* unpacked: read again */
-            pb rr = r;
-            (void)rr;
-            why = "unpacked repeated values (write raw_data)";
-            if (t->n > 0) goto bad;
-        }
-        while (d.p && d.p < d.end) {
-            double v;
-            if (kind_of == 0) { if (d.end - d.p < 4) goto bad; float x; memcpy(&x, d.p, 4); d.p += 4; v = x; }
-            else if (kind_of == 3) { if (d.end - d.p < 8) goto bad; memcpy(&v, d.p, 8); d.p += 8; }
-            else { uint64_t u; if (varint(&d, &u)) goto bad; v = kind_of == 2 ? (double)(int64_t)u : (double)(int32_t)u; }
-            if (got >= t->n) { why = "more values than its shape"; goto bad; }
-            if (t->f) t->f[got] = (float)v;
-            if (t->v) t->v[got] = v;
-            got++;
-        }
-        if (got != t->n) {
-            free(t->v), free(t->f), t->v = NULL, t->f = NULL;
-            return ct_fail(CT_EINPUT, "%s: tensor '%s': %lld values for a shape of %lld elements", path, name && *name ? *name : "?",
-                           (long long)got, (long long)t->n);
-        }
+    if (s.nf[kd] == 1 && t->n > 0) { why = "unpacked repeated values (write raw_data)"; goto bad; }
+    int64_t got;
+    if ((why = decode_typed(t, s.fd[kd], kd, &got))) goto bad;
+    if (got != t->n) {
+        free(t->v), free(t->f), t->v = NULL, t->f = NULL;
+        return ct_fail(CT_EINPUT, "%s: tensor '%s': %lld values for a shape of %lld elements", path, name && *name ? *name : "?",
+                       (long long)got, (long long)t->n);
     }
     return 0;
 bad:
@@ -513,49 +536,241 @@ static const act *ain(imp *im, const node *nd, int k) {
 /* a value as an integer, clamped (a cast of an out-of-range double is undefined; NaN, the batch, is 0) */
 static int64_t i64(double v) { return v != v ? 0 : v > 4e18 ? (int64_t)4e18 : v < -4e18 ? -(int64_t)4e18 : (int64_t)v; }
 
-static int fold(imp *im, const node *nd) {
-    const char *op = nd->op;
+/* Constant: exporters write its value in several attribute forms; all become one constant tensor so that the shape
+ * arithmetic reading it can be folded */
+static int fold_constant(imp *im, const node *nd) {
     tensor t;
-    memset(&t, 0, sizeof t);
-    const tensor *a = cin(im, nd, 0), *b = cin(im, nd, 1);
-    int rc = 0;
-    if (!strcmp(op, "Constant")) {
-        const attr *at = get_attr(nd, "value");
-        if (at && at->t) { set_const(im, nd->out[0], at->t); return 0; }
-        if ((at = get_attr(nd, "value_float"))) { float f = at->f; double d = f; t = (tensor){.dtype = T_FLOAT, .n = 1, .v = &d, .f = &f}; set_const(im, nd->out[0], &t); return 0; }
-        if ((at = get_attr(nd, "value_int"))) { double d = (double)at->i; t = (tensor){.dtype = T_INT64, .n = 1, .v = &d}; set_const(im, nd->out[0], &t); return 0; }
-        if ((at = get_attr(nd, "value_ints"))) {
-            double d[64];
-            for (int i = 0; i < at->n_ints; i++) d[i] = (double)at->ints[i];
-            t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {at->n_ints}, .n = at->n_ints, .v = d};
-            set_const(im, nd->out[0], &t);
-            return 0;
-        }
-        return fail_node(im, nd, "a Constant without a value cltrain reads");
-    }
-    if (!strcmp(op, "Shape")) {
-        const act *x = ain(im, nd, 0);
-        if (!x && a) { /* the shape of a constant */
-            double d[8];
-            for (int i = 0; i < a->ndim; i++) d[i] = (double)a->dims[i];
-            t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {a->ndim}, .n = a->ndim, .v = d};
-            set_const(im, nd->out[0], &t);
-            return 0;
-        }
-        if (!x) return 1;
-        double d[4] = {NAN, x->c + x->padc, x->h, x->w};
-        int r = x->rank;
-        if (r == 2) d[1] = (double)x->c * x->h * x->w;
-        if (x->step > 1) d[2] = (x->h + x->step - 1) / x->step, d[3] = (x->w + x->step - 1) / x->step;
-        t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {r}, .n = r, .v = d};
+    const attr *at = get_attr(nd, "value");
+    if (at && at->t) { set_const(im, nd->out[0], at->t); return 0; }
+    if ((at = get_attr(nd, "value_float"))) { float f = at->f; double d = f; t = (tensor){.dtype = T_FLOAT, .n = 1, .v = &d, .f = &f}; set_const(im, nd->out[0], &t); return 0; }
+    if ((at = get_attr(nd, "value_int"))) { double d = (double)at->i; t = (tensor){.dtype = T_INT64, .n = 1, .v = &d}; set_const(im, nd->out[0], &t); return 0; }
+    if ((at = get_attr(nd, "value_ints"))) {
+        double d[64];
+        for (int i = 0; i < at->n_ints; i++) d[i] = (double)at->ints[i];
+        t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {at->n_ints}, .n = at->n_ints, .v = d};
         set_const(im, nd->out[0], &t);
         return 0;
     }
+    return fail_node(im, nd, "a Constant without a value cltrain reads");
+}
+
+/* Shape: an activation's shape is known at import time except the batch (NaN), so the reshapes exporters compute
+ * from it fold to constants; 1 when its input is not known yet */
+static int fold_shape(imp *im, const node *nd, const tensor *a) {
+    tensor t;
+    const act *x = ain(im, nd, 0);
+    if (!x && a) { /* the shape of a constant */
+        double d[8];
+        for (int i = 0; i < a->ndim; i++) d[i] = (double)a->dims[i];
+        t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {a->ndim}, .n = a->ndim, .v = d};
+        set_const(im, nd->out[0], &t);
+        return 0;
+    }
+    if (!x) return 1;
+    double d[4] = {NAN, x->c + x->padc, x->h, x->w};
+    int r = x->rank;
+    if (r == 2) d[1] = (double)x->c * x->h * x->w;
+    if (x->step > 1) d[2] = (x->h + x->step - 1) / x->step, d[3] = (x->w + x->step - 1) / x->step;
+    t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {r}, .n = r, .v = d};
+    set_const(im, nd->out[0], &t);
+    return 0;
+}
+
+/* The folders below fill *t (its values allocated) and return 0, or return -1 for shapes or values out of range,
+ * leaving nothing allocated: fold reports that once for all of them. */
+
+/* ConstantOfShape: sizes come from the file, so each is bounded before the allocation */
+static int fold_const_of_shape(const node *nd, const tensor *a, tensor *t) {
+    const attr *at = get_attr(nd, "value");
+    double fill = at && at->t && at->t->v && at->t->n == 1 ? at->t->v[0] : 0;
+    t->dtype = at && at->t ? at->t->dtype : T_FLOAT;
+    t->ndim = (int)a->n;
+    t->n = 1;
+    if (a->n > 8) return -1;
+    for (int i = 0; i < a->n; i++) {
+        if (!(a->v[i] >= 0) || a->v[i] > MAX_CONST) return -1;
+        t->dims[i] = (int64_t)a->v[i];
+        t->n *= t->dims[i];
+    }
+    if (t->n > MAX_CONST) return -1;
+    t->v = ct_xmalloc((size_t)t->n * sizeof(double) + 1);
+    for (int64_t i = 0; i < t->n; i++) t->v[i] = fill;
+    return 0;
+}
+
+/* Concat of 1-D constants, the way exporters assemble a target shape */
+static int fold_concat(imp *im, const node *nd, const tensor *a, tensor *t) {
+    int64_t n = 0;
+    for (int k = 0; k < nd->n_in; k++) {
+        const tensor *c = cin(im, nd, k);
+        if (!c || !c->v || c->ndim != 1) return -1;
+        n += c->n;
+    }
+    if (n > MAX_CONST) return -1;
+    *t = (tensor){.dtype = a->dtype, .ndim = 1, .dims = {n}, .n = n, .v = ct_xmalloc((size_t)n * sizeof(double) + 1)};
+    n = 0;
+    for (int k = 0; k < nd->n_in; k++) {
+        const tensor *c = cin(im, nd, k);
+        memcpy(t->v + n, c->v, (size_t)c->n * sizeof(double));
+        n += c->n;
+    }
+    return 0;
+}
+
+/* Reshape with ONNX's 0 (keep) and -1 (infer); the running product is bounded so that it cannot overflow */
+static int fold_reshape(const tensor *a, const tensor *b, tensor *t) {
+    if (!b || !b->v || b->n > 8) return -1;
+    *t = (tensor){.dtype = a->dtype, .ndim = (int)b->n, .n = a->n};
+    int64_t known = 1, infer = -1;
+    for (int i = 0; i < b->n; i++) {
+        int64_t d = i64(b->v[i]);
+        if (d == 0 && i < a->ndim) d = a->dims[i];
+        if (d == -1) { if (infer >= 0) return -1; infer = i; d = 1; }
+        else if (d < 0 || d > MAX_CONST) return -1;
+        t->dims[i] = d;
+        known *= d ? d : 1;
+        if (known > MAX_CONST) return -1; /* more than the tensor (at most MAX_CONST elements) holds */
+    }
+    if (infer >= 0) t->dims[infer] = known ? a->n / known : 0;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->dims[i]; /* each factor and the product of the others at most MAX_CONST */
+    if (n != a->n) return -1;
+    t->v = ct_xmalloc((size_t)n * sizeof(double) + 1);
+    memcpy(t->v, a->v, (size_t)n * sizeof(double));
+    return 0;
+}
+
+/* Transpose, reversing the axes when perm is absent as ONNX specifies */
+static int fold_transpose(const node *nd, const tensor *a, tensor *t) {
+    int64_t perm[8];
+    int np = attr_ints(nd, "perm", perm, 8);
+    if (a->ndim > 8 || (np && np != a->ndim)) return -1;
+    if (!np) for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
+    *t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = a->n, .v = ct_xmalloc((size_t)a->n * sizeof(double) + 1)};
+    int64_t st[8], idx[8] = {0};
+    for (int i = a->ndim - 1, s = 1; i >= 0; i--) st[i] = s, s *= (int)a->dims[i];
+    for (int i = 0; i < a->ndim; i++) {
+        if (perm[i] < 0 || perm[i] >= a->ndim) { free(t->v); return -1; }
+        t->dims[i] = a->dims[perm[i]];
+    }
+    for (int64_t o = 0; o < t->n; o++) {
+        int64_t src = 0;
+        for (int i = 0; i < t->ndim; i++) src += idx[i] * st[perm[i]];
+        t->v[o] = a->v[src];
+        for (int i = t->ndim - 1; i >= 0 && ++idx[i] == t->dims[i]; i--) idx[i] = 0;
+    }
+    return 0;
+}
+
+/* Slice with starts, ends, axes, steps as inputs (opset >= 10), clamped as numpy does, huge ends meaning "to the
+ * end" */
+static int fold_slice(imp *im, const node *nd, const tensor *a, const tensor *b, tensor *t) {
+    const tensor *s = b, *e = cin(im, nd, 2), *ax = cin(im, nd, 3), *sp = cin(im, nd, 4);
+    if (!s || !e || !s->v || !e->v || s->n != e->n || (ax && (!ax->v || ax->n != s->n)) || (sp && (!sp->v || sp->n != s->n)) || a->ndim > 8 || a->ndim < 1)
+        return -1;
+    int64_t lo[8], step[8], cnt[8];
+    for (int i = 0; i < a->ndim; i++) lo[i] = 0, step[i] = 1, cnt[i] = a->dims[i];
+    for (int j = 0; j < s->n; j++) {
+        int64_t axis = ax ? i64(ax->v[j]) : j, st = sp ? i64(sp->v[j]) : 1;
+        if (axis < 0) axis += a->ndim;
+        if (axis < 0 || axis >= a->ndim || st == 0) return -1;
+        int64_t D = a->dims[axis];
+        double sv = s->v[j], ev = e->v[j];
+        int64_t s0 = sv < -1e18 ? -D - 1 : sv > 1e18 ? D : (int64_t)sv, e0 = ev < -1e18 ? -D - 1 : ev > 1e18 ? D + 1 : (int64_t)ev;
+        if (s0 < 0) s0 += D;
+        if (e0 < 0) e0 += D;
+        if (st > 0) { s0 = s0 < 0 ? 0 : s0 > D ? D : s0; e0 = e0 < 0 ? 0 : e0 > D ? D : e0; cnt[axis] = e0 > s0 ? (e0 - s0 + st - 1) / st : 0; }
+        else { s0 = s0 < 0 ? -1 : s0 > D - 1 ? D - 1 : s0; e0 = e0 < -1 ? -1 : e0 > D - 1 ? D - 1 : e0; cnt[axis] = s0 > e0 ? (s0 - e0 - st - 1) / -st : 0; }
+        lo[axis] = s0;
+        step[axis] = st;
+    }
+    *t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = 1};
+    for (int i = 0; i < a->ndim; i++) t->dims[i] = cnt[i], t->n *= cnt[i];
+    t->v = ct_xmalloc((size_t)t->n * sizeof(double) + 1);
+    int64_t st[8], idx[8] = {0};
+    for (int i = a->ndim - 1, sz = 1; i >= 0; i--) st[i] = sz, sz *= (int)a->dims[i];
+    for (int64_t o = 0; o < t->n; o++) {
+        int64_t src = 0;
+        for (int i = 0; i < t->ndim; i++) src += (lo[i] + idx[i] * step[i]) * st[i];
+        t->v[o] = a->v[src];
+        for (int i = t->ndim - 1; i >= 0 && ++idx[i] == t->dims[i]; i--) idx[i] = 0;
+    }
+    return 0;
+}
+
+/* Gather from a 1-D constant only (picking entries of a shape), negative indices counting from the end */
+static int fold_gather(const node *nd, const tensor *a, const tensor *b, tensor *t) {
+    if (!b || !b->v || a->ndim != 1 || attr_i(nd, "axis", 0) != 0 || b->n > MAX_CONST) return -1;
+    *t = (tensor){.dtype = a->dtype, .ndim = b->ndim, .n = b->n, .v = ct_xmalloc((size_t)b->n * sizeof(double) + 1)};
+    memcpy(t->dims, b->dims, sizeof t->dims);
+    for (int64_t i = 0; i < b->n; i++) {
+        int64_t k = i64(b->v[i]);
+        if (k < 0) k += a->n;
+        if (k < 0 || k >= a->n) { free(t->v); return -1; }
+        t->v[i] = a->v[k];
+    }
+    return 0;
+}
+
+/* Unsqueeze and Squeeze together: both only change dims, their axes an input (opset >= 13) or an attribute */
+static int fold_squeeze(const node *nd, const tensor *a, const tensor *b, tensor *t) {
+    *t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = a->n, .v = ct_xmalloc((size_t)a->n * sizeof(double) + 1)};
+    memcpy(t->v, a->v, (size_t)a->n * sizeof(double));
+    memcpy(t->dims, a->dims, sizeof t->dims);
+    int64_t axes[8];
+    int na = b && b->v && b->n <= 8 ? (int)b->n : attr_ints(nd, "axes", axes, 8);
+    if (b && b->v && b->n <= 8) for (int i = 0; i < na; i++) axes[i] = i64(b->v[i]);
+    if (na > 8) { free(t->v); return -1; }
+    if (!strcmp(nd->op, "Unsqueeze")) {
+        if (a->ndim + na > 8) { free(t->v); return -1; }
+        for (int i = 0; i < na; i++) {
+            int64_t ax = axes[i] < 0 ? axes[i] + t->ndim + 1 : axes[i];
+            if (ax < 0 || ax > t->ndim) { free(t->v); return -1; }
+            memmove(t->dims + ax + 1, t->dims + ax, (size_t)(t->ndim - ax) * sizeof *t->dims);
+            t->dims[ax] = 1;
+            t->ndim++;
+        }
+    } else {
+        int nd2 = 0;
+        for (int i = 0; i < a->ndim; i++) {
+            int drop = 0;
+            for (int j = 0; j < na; j++) drop |= axes[j] == i || axes[j] + a->ndim == i;
+            if (!na) drop = a->dims[i] == 1;
+            if (!drop) t->dims[nd2++] = a->dims[i];
+        }
+        t->ndim = nd2;
+    }
+    return 0;
+}
+
+/* Add, Sub, Mul, Div of same-sized tensors or with a scalar; integer division truncates as ONNX's does */
+static int fold_arith(const char *op, const tensor *a, const tensor *b, tensor *t) {
+    if (!b || !b->v || (a->n != b->n && ((a->n != 1 && b->n != 1) || !a->n || !b->n))) return -1; /* same size, or a scalar */
+    const tensor *big = a->n >= b->n ? a : b;
+    *t = (tensor){.dtype = a->dtype, .ndim = big->ndim, .n = big->n, .v = ct_xmalloc((size_t)big->n * sizeof(double) + 1)};
+    memcpy(t->dims, big->dims, sizeof t->dims);
+    int isint = a->dtype != T_FLOAT && a->dtype != T_DOUBLE;
+    for (int64_t i = 0; i < t->n; i++) {
+        double x = a->v[a->n == 1 ? 0 : i], y = b->v[b->n == 1 ? 0 : i];
+        t->v[i] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y : isint ? (y ? trunc(x / y) : NAN) : x / y;
+    }
+    return 0;
+}
+
+/* Evaluates a node at import time when all its inputs are constants (the shape arithmetic exporters emit around
+ * flattens); 0 when folded, 1 when the node is not constant (a layer), below 0 on error. */
+static int fold(imp *im, const node *nd) {
+    const char *op = nd->op;
+    const tensor *a = cin(im, nd, 0), *b = cin(im, nd, 1);
+    if (!strcmp(op, "Constant")) return fold_constant(im, nd);
+    if (!strcmp(op, "Shape")) return fold_shape(im, nd, a);
     /* every input present must be constant from here on */
     for (int k = 0; k < nd->n_in; k++)
         if (nd->in[k][0] && !cin(im, nd, k)) return 1;
     if (!a) return 1;
     if (!a->v) return fail_node(im, nd, "constant arithmetic on a tensor of %lld elements (at most %d)", (long long)a->n, MAX_CONST);
+    tensor t;
+    memset(&t, 0, sizeof t);
     t.dtype = a->dtype;
     if (!strcmp(op, "Identity") || !strcmp(op, "Cast")) {
         t = *a;
@@ -563,163 +778,24 @@ static int fold(imp *im, const node *nd) {
         set_const(im, nd->out[0], &t);
         return 0;
     }
-    int64_t perm[8];
-    if (!strcmp(op, "ConstantOfShape")) {
-        const attr *at = get_attr(nd, "value");
-        double fill = at && at->t && at->t->v && at->t->n == 1 ? at->t->v[0] : 0;
-        t.dtype = at && at->t ? at->t->dtype : T_FLOAT;
-        t.ndim = (int)a->n;
-        t.n = 1;
-        if (a->n > 8) goto bad;
-        for (int i = 0; i < a->n; i++) {
-            if (!(a->v[i] >= 0) || a->v[i] > MAX_CONST) goto bad;
-            t.dims[i] = (int64_t)a->v[i];
-            t.n *= t.dims[i];
-        }
-        if (t.n > MAX_CONST) goto bad;
-        t.v = ct_xmalloc((size_t)t.n * sizeof(double) + 1);
-        for (int64_t i = 0; i < t.n; i++) t.v[i] = fill;
-    } else if (!strcmp(op, "Concat")) {
-        int64_t n = 0;
-        for (int k = 0; k < nd->n_in; k++) {
-            const tensor *c = cin(im, nd, k);
-            if (!c || !c->v || c->ndim != 1) goto bad;
-            n += c->n;
-        }
-        if (n > MAX_CONST) goto bad;
-        t = (tensor){.dtype = a->dtype, .ndim = 1, .dims = {n}, .n = n, .v = ct_xmalloc((size_t)n * sizeof(double) + 1)};
-        n = 0;
-        for (int k = 0; k < nd->n_in; k++) {
-            const tensor *c = cin(im, nd, k);
-            memcpy(t.v + n, c->v, (size_t)c->n * sizeof(double));
-            n += c->n;
-        }
-    } else if (!strcmp(op, "Reshape")) {
-        if (!b || !b->v || b->n > 8) goto bad;
-        t = (tensor){.dtype = a->dtype, .ndim = (int)b->n, .n = a->n};
-        int64_t known = 1, infer = -1;
-        for (int i = 0; i < b->n; i++) {
-            int64_t d = i64(b->v[i]);
-            if (d == 0 && i < a->ndim) d = a->dims[i];
-            if (d == -1) { if (infer >= 0) goto bad; infer = i; d = 1; }
-            else if (d < 0 || d > MAX_CONST) goto bad;
-            t.dims[i] = d;
-            known *= d ? d : 1;
-            if (known > MAX_CONST) goto bad; /* more than the tensor (at most MAX_CONST elements) holds */
-        }
-        if (infer >= 0) t.dims[infer] = known ? a->n / known : 0;
-        int64_t n = 1;
-        for (int i = 0; i < t.ndim; i++) n *= t.dims[i]; /* each factor and the product of the others at most MAX_CONST */
-        if (n != a->n) goto bad;
-        t.v = ct_xmalloc((size_t)n * sizeof(double) + 1);
-        memcpy(t.v, a->v, (size_t)n * sizeof(double));
-    } else if (!strcmp(op, "Transpose")) {
-        int np = attr_ints(nd, "perm", perm, 8);
-        if (a->ndim > 8 || (np && np != a->ndim)) goto bad;
-        if (!np) for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
-        t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = a->n, .v = ct_xmalloc((size_t)a->n * sizeof(double) + 1)};
-        int64_t st[8], idx[8] = {0};
-        for (int i = a->ndim - 1, s = 1; i >= 0; i--) st[i] = s, s *= (int)a->dims[i];
-        for (int i = 0; i < a->ndim; i++) {
-            if (perm[i] < 0 || perm[i] >= a->ndim) { free(t.v); goto bad; }
-            t.dims[i] = a->dims[perm[i]];
-        }
-        for (int64_t o = 0; o < t.n; o++) {
-            int64_t src = 0;
-            for (int i = 0; i < t.ndim; i++) src += idx[i] * st[perm[i]];
-            t.v[o] = a->v[src];
-            for (int i = t.ndim - 1; i >= 0 && ++idx[i] == t.dims[i]; i--) idx[i] = 0;
-        }
-    } else if (!strcmp(op, "Slice")) {
-        /* starts, ends, axes, steps as inputs (opset >= 10) */
-        const tensor *s = b, *e = cin(im, nd, 2), *ax = cin(im, nd, 3), *sp = cin(im, nd, 4);
-        if (!s || !e || !s->v || !e->v || s->n != e->n || (ax && (!ax->v || ax->n != s->n)) || (sp && (!sp->v || sp->n != s->n)) || a->ndim > 8 || a->ndim < 1)
-            goto bad;
-        int64_t lo[8], step[8], cnt[8];
-        for (int i = 0; i < a->ndim; i++) lo[i] = 0, step[i] = 1, cnt[i] = a->dims[i];
-        for (int j = 0; j < s->n; j++) {
-            int64_t axis = ax ? i64(ax->v[j]) : j, st = sp ? i64(sp->v[j]) : 1;
-            if (axis < 0) axis += a->ndim;
-            if (axis < 0 || axis >= a->ndim || st == 0) goto bad;
-            int64_t D = a->dims[axis];
-            double sv = s->v[j], ev = e->v[j];
-            int64_t s0 = sv < -1e18 ? -D - 1 : sv > 1e18 ? D : (int64_t)sv, e0 = ev < -1e18 ? -D - 1 : ev > 1e18 ? D + 1 : (int64_t)ev;
-            if (s0 < 0) s0 += D;
-            if (e0 < 0) e0 += D;
-            if (st > 0) { s0 = s0 < 0 ? 0 : s0 > D ? D : s0; e0 = e0 < 0 ? 0 : e0 > D ? D : e0; cnt[axis] = e0 > s0 ? (e0 - s0 + st - 1) / st : 0; }
-            else { s0 = s0 < 0 ? -1 : s0 > D - 1 ? D - 1 : s0; e0 = e0 < -1 ? -1 : e0 > D - 1 ? D - 1 : e0; cnt[axis] = s0 > e0 ? (s0 - e0 - st - 1) / -st : 0; }
-            lo[axis] = s0;
-            step[axis] = st;
-        }
-        t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = 1};
-        for (int i = 0; i < a->ndim; i++) t.dims[i] = cnt[i], t.n *= cnt[i];
-        t.v = ct_xmalloc((size_t)t.n * sizeof(double) + 1);
-        int64_t st[8], idx[8] = {0};
-        for (int i = a->ndim - 1, sz = 1; i >= 0; i--) st[i] = sz, sz *= (int)a->dims[i];
-        for (int64_t o = 0; o < t.n; o++) {
-            int64_t src = 0;
-            for (int i = 0; i < t.ndim; i++) src += (lo[i] + idx[i] * step[i]) * st[i];
-            t.v[o] = a->v[src];
-            for (int i = t.ndim - 1; i >= 0 && ++idx[i] == t.dims[i]; i--) idx[i] = 0;
-        }
-    } else if (!strcmp(op, "Gather")) {
-        if (!b || !b->v || a->ndim != 1 || attr_i(nd, "axis", 0) != 0 || b->n > MAX_CONST) goto bad;
-        t = (tensor){.dtype = a->dtype, .ndim = b->ndim, .n = b->n, .v = ct_xmalloc((size_t)b->n * sizeof(double) + 1)};
-        memcpy(t.dims, b->dims, sizeof t.dims);
-        for (int64_t i = 0; i < b->n; i++) {
-            int64_t k = i64(b->v[i]);
-            if (k < 0) k += a->n;
-            if (k < 0 || k >= a->n) { free(t.v); goto bad; }
-            t.v[i] = a->v[k];
-        }
-    } else if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
-        t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = a->n, .v = ct_xmalloc((size_t)a->n * sizeof(double) + 1)};
-        memcpy(t.v, a->v, (size_t)a->n * sizeof(double));
-        memcpy(t.dims, a->dims, sizeof t.dims);
-        int64_t axes[8];
-        int na = b && b->v && b->n <= 8 ? (int)b->n : attr_ints(nd, "axes", axes, 8);
-        if (b && b->v && b->n <= 8) for (int i = 0; i < na; i++) axes[i] = i64(b->v[i]);
-        if (na > 8) { free(t.v); goto bad; }
-        if (!strcmp(op, "Unsqueeze")) {
-            if (a->ndim + na > 8) { free(t.v); goto bad; }
-            for (int i = 0; i < na; i++) {
-                int64_t ax = axes[i] < 0 ? axes[i] + t.ndim + 1 : axes[i];
-                if (ax < 0 || ax > t.ndim) { free(t.v); goto bad; }
-                memmove(t.dims + ax + 1, t.dims + ax, (size_t)(t.ndim - ax) * sizeof *t.dims);
-                t.dims[ax] = 1;
-                t.ndim++;
-            }
-        } else {
-            int nd2 = 0;
-            for (int i = 0; i < a->ndim; i++) {
-                int drop = 0;
-                for (int j = 0; j < na; j++) drop |= axes[j] == i || axes[j] + a->ndim == i;
-                if (!na) drop = a->dims[i] == 1;
-                if (!drop) t.dims[nd2++] = a->dims[i];
-            }
-            t.ndim = nd2;
-        }
-    } else if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div")) {
-        if (!b || !b->v || (a->n != b->n && ((a->n != 1 && b->n != 1) || !a->n || !b->n))) goto bad; /* same size, or a scalar */
-        const tensor *big = a->n >= b->n ? a : b;
-        t = (tensor){.dtype = a->dtype, .ndim = big->ndim, .n = big->n, .v = ct_xmalloc((size_t)big->n * sizeof(double) + 1)};
-        memcpy(t.dims, big->dims, sizeof t.dims);
-        int isint = a->dtype != T_FLOAT && a->dtype != T_DOUBLE;
-        for (int64_t i = 0; i < t.n; i++) {
-            double x = a->v[a->n == 1 ? 0 : i], y = b->v[b->n == 1 ? 0 : i];
-            t.v[i] = op[0] == 'A' ? x + y : op[0] == 'S' ? x - y : op[0] == 'M' ? x * y : isint ? (y ? trunc(x / y) : NAN) : x / y;
-        }
-    } else
-        return 1;
+    int bad;
+    if (!strcmp(op, "ConstantOfShape")) bad = fold_const_of_shape(nd, a, &t);
+    else if (!strcmp(op, "Concat")) bad = fold_concat(im, nd, a, &t);
+    else if (!strcmp(op, "Reshape")) bad = fold_reshape(a, b, &t);
+    else if (!strcmp(op, "Transpose")) bad = fold_transpose(nd, a, &t);
+    else if (!strcmp(op, "Slice")) bad = fold_slice(im, nd, a, b, &t);
+    else if (!strcmp(op, "Gather")) bad = fold_gather(nd, a, b, &t);
+    else if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) bad = fold_squeeze(nd, a, b, &t);
+    else if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div")) bad = fold_arith(op, a, b, &t);
+    else return 1;
+    if (bad) return fail_node(im, nd, "constant arithmetic cltrain cannot evaluate (shapes or values out of range)");
     if ((im->folded += t.n) > MAX_FOLDED) {
         free(t.v);
         return fail_node(im, nd, "constant arithmetic beyond %d elements in all", MAX_FOLDED);
     }
     set_const(im, nd->out[0], &t);
     free(t.v);
-    return rc;
-bad:
-    return fail_node(im, nd, "constant arithmetic cltrain cannot evaluate (shapes or values out of range)");
+    return 0;
 }
 
 /* ---- layers --------------------------------------------------------------------- */
@@ -1034,133 +1110,164 @@ static int gelu_step(imp *im, const node *nd) {
     return 1;
 }
 
+/* Slice as a view: a residual's subsampling (x[:, :, ::s, ::s]) costs no layer, the shortcut reads every step-th
+ * pixel of an earlier output */
+static int view_slice(imp *im, const node *nd, const act *x) {
+    const tensor *s = cin(im, nd, 1), *e = cin(im, nd, 2), *ax = cin(im, nd, 3), *sp = cin(im, nd, 4);
+    if (!x || x->rank != 4 || !s || !e || !s->v || !e->v || s->n != e->n || (ax && (!ax->v || ax->n != s->n)) || (sp && (!sp->v || sp->n != s->n)))
+        return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s])");
+    act v = *x;
+    int step_h = 0, step_w = 0;
+    int dims[4] = {0, x->c, x->h, x->w};
+    for (int j = 0; j < s->n; j++) {
+        int64_t axis = ax ? i64(ax->v[j]) : j, st = sp ? i64(sp->v[j]) : 1;
+        if (axis < 0) axis += 4;
+        if (axis < 0 || axis > 3 || s->v[j] != 0 || st < 1 || (axis > 0 && e->v[j] < dims[axis]) || (axis < 2 && st != 1))
+            return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s]): from 0 to the end, "
+                             "steps only along H and W");
+        if (axis == 2) step_h = (int)st;
+        if (axis == 3) step_w = (int)st;
+    }
+    if (step_h && step_w && step_h != step_w) return fail_node(im, nd, "different steps along H and W");
+    int st = step_h ? step_h : step_w ? step_w : 1;
+    if (st > 1) {
+        if (v.step > 1 && (step_h == 0) == (step_w == 0)) return fail_node(im, nd, "subsampled twice");
+        /* one axis at a time (PyTorch exports x[:, :, ::2, ::2] as two Slices): the first sets the step, the second must agree */
+        if (v.step > 1 && v.step != st) return fail_node(im, nd, "different steps along H and W");
+        v.step = st;
+    }
+    set_act(im, nd->out[0], v);
+    return 0;
+}
+
+/* Pad as a view: a residual's zero channels appended, which cltrain's [shortcut] does itself */
+static int view_pad(imp *im, const node *nd, const act *x) {
+    const tensor *p = cin(im, nd, 1), *cv = cin(im, nd, 2);
+    const attr *mode = get_attr(nd, "mode");
+    if (!x || x->rank != 4 || !p || !p->v || p->n != 8 || (cv && (!cv->v || cv->n != 1 || cv->v[0] != 0)) ||
+        (mode && mode->s && strcmp(mode->s, "constant")))
+        return fail_node(im, nd, "a Pad cltrain takes only as a residual's zero channels appended");
+    for (int i = 0; i < 8; i++)
+        if (i != 5 && p->v[i] != 0) return fail_node(im, nd, "pads other than channels at the end; cltrain's [shortcut] appends zero channels");
+    if (!(p->v[5] >= 0 && p->v[5] <= 65536)) return fail_node(im, nd, "pads out of range");
+    act v = *x;
+    v.padc += (int)p->v[5];
+    set_act(im, nd->out[0], v);
+    return 0;
+}
+
+/* a final Softmax/LogSoftmax is dropped rather than refused: cltrain's loss and predict apply their own */
+static int drop_softmax(imp *im, const node *nd, const act *x) {
+    if (!x || !graph_output(im, nd->out[0]) || x->layer != im->last.layer || x->rank != 2)
+        return fail_node(im, nd, "only a final Softmax or LogSoftmax over the classes is dropped (cltrain's loss applies its own)");
+    note(im, "the final Softmax/LogSoftmax is dropped: cltrain's predict prints probabilities, --logits writes the logits before it");
+    val *v = add_val(im, nd->out[0], 2);
+    v->a = *x;
+    v->dropped = 1; /* an output that is its input's */
+    return 0;
+}
+
+/* MatMul becomes a dense layer whose bias the following Add supplies */
+static int do_matmul(imp *im, const node *nd, const act *x) {
+    const tensor *W = cin(im, nd, 1);
+    if (!W || !W->f || W->ndim != 2) return fail_node(im, nd, "its second input is not a constant 2-D float tensor");
+    int rc = do_dense(im, nd, x, W->f, W->dims[0], W->dims[1], 0, NULL);
+    if (!rc) im->layers[im->n_layers - 1].matmul_bias = 1;
+    return rc;
+}
+
+/* ReduceMean over H and W is a global average pool; any other axes have no cltrain layer */
+static int do_reduce_mean(imp *im, const node *nd, const act *x) {
+    int64_t axes[8];
+    int na = attr_ints(nd, "axes", axes, 8);
+    const tensor *ta = cin(im, nd, 1);
+    if (ta && ta->v && ta->n <= 8) { na = (int)ta->n; for (int i = 0; i < na; i++) axes[i] = i64(ta->v[i]); }
+    int hw = na == 2 && x->rank == 4;
+    for (int i = 0; i < na && hw; i++) hw = axes[i] == 2 || axes[i] == 3 || axes[i] == -1 || axes[i] == -2;
+    if (!hw || (axes[0] % 4 + 4) % 4 == (axes[1] % 4 + 4) % 4)
+        return fail_node(im, nd, "a mean over axes other than H and W; cltrain averages each channel over the whole image");
+    return global_avg(im, nd, x, (int)attr_i(nd, "keepdims", 1));
+}
+
+/* GlobalMaxPool keeps its own layer, which the activations after it then see as [N, C, 1, 1] */
+static int do_global_max(imp *im, const node *nd, const act *x) {
+    if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
+    lay *L = new_layer(im, nd, CT_L_GLOBALMAXPOOL);
+    if (!L) return too_many(im, nd);
+    im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = x->c, .h = 1, .w = 1, .step = 1};
+    set_act(im, nd->out[0], im->last);
+    return 0;
+}
+
+/* Relu and Gelu are no layers of their own in cltrain: they merge into the layer before, which must have no
+ * activation yet and no other reader of its pre-activation output */
+static int fuse_activation(imp *im, const node *nd, const act *x) {
+    const attr *ap = get_attr(nd, "approximate");
+    int gelu = nd->op[0] == 'G';
+    if (gelu && ap && ap->s && !strcmp(ap->s, "tanh"))
+        note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
+    lay *L = x->layer >= 0 ? &im->layers[x->layer] : NULL;
+    if (!L || L->act || !(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
+        return fail_node(im, nd, "cltrain applies %s inside a conv, dense, batch norm or residual layer; this one follows %s",
+                         gelu ? "GELU" : "ReLU", L ? ct_layer_table[L->type]->name : "the input");
+    if (readers(im, nd->in[0]) > 1) return fail_node(im, nd, "its input is also read elsewhere (before the activation)");
+    L->act = gelu ? CT_ACT_GELU : CT_ACT_RELU;
+    set_act(im, nd->out[0], *x);
+    return 0;
+}
+
+/* Flatten, Reshape and Squeeze only as the flatten before Gemm or MatMul, which cltrain's dense layer does itself */
+static int view_flatten(imp *im, const node *nd, const act *x) {
+    const char *op = nd->op;
+    if (!strcmp(op, "Flatten") && attr_i(nd, "axis", 1) != 1) return fail_node(im, nd, "Flatten with axis %lld; cltrain flattens after the batch", (long long)attr_i(nd, "axis", 1));
+    if (!strcmp(op, "Reshape")) {
+        const tensor *s = cin(im, nd, 1);
+        int64_t F = (int64_t)x->c * x->h * x->w;
+        if (!s || !s->v || s->n != 2 || !(isnan(s->v[0]) || s->v[0] == -1 || s->v[0] == 0) || !(s->v[1] == F || s->v[1] == -1))
+            return fail_node(im, nd, "a Reshape to other than [N, %lld] (a flatten before Gemm or MatMul)", (long long)F);
+    }
+    if (!strcmp(op, "Squeeze") && (x->rank != 4 || x->h != 1 || x->w != 1))
+        return fail_node(im, nd, "a Squeeze of other than [N, C, 1, 1]");
+    act v = *x;
+    v.rank = 2;
+    set_act(im, nd->out[0], v);
+    return 0;
+}
+
+/* Maps one ONNX node onto cltrain's layers: folded when constant, a view when it only re-reads an earlier output,
+ * otherwise a layer; 0 when handled, below 0 after the one error line */
 static int do_node(imp *im, const node *nd, int idx) {
     const char *op = nd->op;
+    (void)idx;
     if (nd->domain && nd->domain[0] && strcmp(nd->domain, "ai.onnx"))
         return fail_node(im, nd, "an op of domain '%s'; %s", nd->domain, supported);
     int rc = fold(im, nd);
     if (rc <= 0) return rc;
     if ((rc = gelu_step(im, nd))) return rc < 0 ? rc : 0;
     const act *x = ain(im, nd, 0);
+    /* views and a dropped Softmax: no layer, and their input may be any earlier output */
     if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
         if (!x) return fail_node(im, nd, "its input is not known");
         if (nd->n_out > 1 && nd->out[1][0] && readers(im, nd->out[1])) return fail_node(im, nd, "its mask output is used");
         set_act(im, nd->out[0], *x);
         return 0;
     }
-    if (!strcmp(op, "Slice")) { /* a view: every step-th pixel of an earlier output */
-        const tensor *s = cin(im, nd, 1), *e = cin(im, nd, 2), *ax = cin(im, nd, 3), *sp = cin(im, nd, 4);
-        if (!x || x->rank != 4 || !s || !e || !s->v || !e->v || s->n != e->n || (ax && (!ax->v || ax->n != s->n)) || (sp && (!sp->v || sp->n != s->n)))
-            return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s])");
-        act v = *x;
-        int step_h = 0, step_w = 0;
-        int dims[4] = {0, x->c, x->h, x->w};
-        for (int j = 0; j < s->n; j++) {
-            int64_t axis = ax ? i64(ax->v[j]) : j, st = sp ? i64(sp->v[j]) : 1;
-            if (axis < 0) axis += 4;
-            if (axis < 0 || axis > 3 || s->v[j] != 0 || st < 1 || (axis > 0 && e->v[j] < dims[axis]) || (axis < 2 && st != 1))
-                return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s]): from 0 to the end, "
-                                 "steps only along H and W");
-            if (axis == 2) step_h = (int)st;
-            if (axis == 3) step_w = (int)st;
-        }
-        if (step_h && step_w && step_h != step_w) return fail_node(im, nd, "different steps along H and W");
-        int st = step_h ? step_h : step_w ? step_w : 1;
-        if (st > 1) {
-            if (v.step > 1 && (step_h == 0) == (step_w == 0)) return fail_node(im, nd, "subsampled twice");
-            /* one axis at a time (PyTorch exports x[:, :, ::2, ::2] as two Slices): the first sets the step, the second must agree */
-            if (v.step > 1 && v.step != st) return fail_node(im, nd, "different steps along H and W");
-            v.step = st;
-        }
-        set_act(im, nd->out[0], v);
-        return 0;
-    }
-    if (!strcmp(op, "Pad")) { /* a view: zero channels appended */
-        const tensor *p = cin(im, nd, 1), *cv = cin(im, nd, 2);
-        const attr *mode = get_attr(nd, "mode");
-        if (!x || x->rank != 4 || !p || !p->v || p->n != 8 || (cv && (!cv->v || cv->n != 1 || cv->v[0] != 0)) ||
-            (mode && mode->s && strcmp(mode->s, "constant")))
-            return fail_node(im, nd, "a Pad cltrain takes only as a residual's zero channels appended");
-        for (int i = 0; i < 8; i++)
-            if (i != 5 && p->v[i] != 0) return fail_node(im, nd, "pads other than channels at the end; cltrain's [shortcut] appends zero channels");
-        if (!(p->v[5] >= 0 && p->v[5] <= 65536)) return fail_node(im, nd, "pads out of range");
-        act v = *x;
-        v.padc += (int)p->v[5];
-        set_act(im, nd->out[0], v);
-        return 0;
-    }
+    if (!strcmp(op, "Slice")) return view_slice(im, nd, x);
+    if (!strcmp(op, "Pad")) return view_pad(im, nd, x);
     if (!strcmp(op, "Add")) return do_add(im, nd);
-    if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) {
-        if (!x || !graph_output(im, nd->out[0]) || x->layer != im->last.layer || x->rank != 2)
-            return fail_node(im, nd, "only a final Softmax or LogSoftmax over the classes is dropped (cltrain's loss applies its own)");
-        note(im, "the final Softmax/LogSoftmax is dropped: cltrain's predict prints probabilities, --logits writes the logits before it");
-        val *v = add_val(im, nd->out[0], 2);
-        v->a = *x;
-        v->dropped = 1; /* an output that is its input's */
-        return 0;
-    }
+    if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) return drop_softmax(im, nd, x);
+    /* layers: their input must be the newest activation */
     if ((rc = main_input(im, nd, &x))) return rc;
     if (!strcmp(op, "Conv")) return do_conv(im, nd, x);
     if (!strcmp(op, "BatchNormalization")) return do_bn(im, nd, x);
     if (!strcmp(op, "Gemm")) return do_gemm(im, nd, x);
-    if (!strcmp(op, "MatMul")) {
-        const tensor *W = cin(im, nd, 1);
-        if (!W || !W->f || W->ndim != 2) return fail_node(im, nd, "its second input is not a constant 2-D float tensor");
-        rc = do_dense(im, nd, x, W->f, W->dims[0], W->dims[1], 0, NULL);
-        if (!rc) im->layers[im->n_layers - 1].matmul_bias = 1;
-        return rc;
-    }
+    if (!strcmp(op, "MatMul")) return do_matmul(im, nd, x);
     if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) return do_pool(im, nd, x, op[0] == 'M');
     if (!strcmp(op, "GlobalAveragePool")) return global_avg(im, nd, x, 1);
-    if (!strcmp(op, "ReduceMean")) {
-        int64_t axes[8];
-        int na = attr_ints(nd, "axes", axes, 8);
-        const tensor *ta = cin(im, nd, 1);
-        if (ta && ta->v && ta->n <= 8) { na = (int)ta->n; for (int i = 0; i < na; i++) axes[i] = i64(ta->v[i]); }
-        int hw = na == 2 && x->rank == 4;
-        for (int i = 0; i < na && hw; i++) hw = axes[i] == 2 || axes[i] == 3 || axes[i] == -1 || axes[i] == -2;
-        if (!hw || (axes[0] % 4 + 4) % 4 == (axes[1] % 4 + 4) % 4)
-            return fail_node(im, nd, "a mean over axes other than H and W; cltrain averages each channel over the whole image");
-        return global_avg(im, nd, x, (int)attr_i(nd, "keepdims", 1));
-    }
-    if (!strcmp(op, "GlobalMaxPool")) {
-        if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
-        lay *L = new_layer(im, nd, CT_L_GLOBALMAXPOOL);
-        if (!L) return too_many(im, nd);
-        im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = x->c, .h = 1, .w = 1, .step = 1};
-        set_act(im, nd->out[0], im->last);
-        return 0;
-    }
-    if (!strcmp(op, "Relu") || !strcmp(op, "Gelu")) {
-        const attr *ap = get_attr(nd, "approximate");
-        int gelu = op[0] == 'G';
-        if (gelu && ap && ap->s && !strcmp(ap->s, "tanh"))
-            note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
-        lay *L = x->layer >= 0 ? &im->layers[x->layer] : NULL;
-        if (!L || L->act || !(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
-            return fail_node(im, nd, "cltrain applies %s inside a conv, dense, batch norm or residual layer; this one follows %s",
-                             gelu ? "GELU" : "ReLU", L ? ct_layer_table[L->type]->name : "the input");
-        if (readers(im, nd->in[0]) > 1) return fail_node(im, nd, "its input is also read elsewhere (before the activation)");
-        L->act = gelu ? CT_ACT_GELU : CT_ACT_RELU;
-        set_act(im, nd->out[0], *x);
-        (void)idx;
-        return 0;
-    }
-    if (!strcmp(op, "Flatten") || !strcmp(op, "Reshape") || !strcmp(op, "Squeeze")) {
-        if (!strcmp(op, "Flatten") && attr_i(nd, "axis", 1) != 1) return fail_node(im, nd, "Flatten with axis %lld; cltrain flattens after the batch", (long long)attr_i(nd, "axis", 1));
-        if (!strcmp(op, "Reshape")) {
-            const tensor *s = cin(im, nd, 1);
-            int64_t F = (int64_t)x->c * x->h * x->w;
-            if (!s || !s->v || s->n != 2 || !(isnan(s->v[0]) || s->v[0] == -1 || s->v[0] == 0) || !(s->v[1] == F || s->v[1] == -1))
-                return fail_node(im, nd, "a Reshape to other than [N, %lld] (a flatten before Gemm or MatMul)", (long long)F);
-        }
-        if (!strcmp(op, "Squeeze") && (x->rank != 4 || x->h != 1 || x->w != 1))
-            return fail_node(im, nd, "a Squeeze of other than [N, C, 1, 1]");
-        act v = *x;
-        v.rank = 2;
-        set_act(im, nd->out[0], v);
-        return 0;
-    }
+    if (!strcmp(op, "ReduceMean")) return do_reduce_mean(im, nd, x);
+    if (!strcmp(op, "GlobalMaxPool")) return do_global_max(im, nd, x);
+    if (!strcmp(op, "Relu") || !strcmp(op, "Gelu")) return fuse_activation(im, nd, x);
+    if (!strcmp(op, "Flatten") || !strcmp(op, "Reshape") || !strcmp(op, "Squeeze")) return view_flatten(im, nd, x);
     return fail_node(im, nd, "not an op cltrain imports; %s", supported);
 }
 
