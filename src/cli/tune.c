@@ -240,14 +240,14 @@ static int tune_search(const cli_opts *cp, double budget, int automatic) {
     ct_model d, m, db = {.db_defaults = 1};
     ct_cl cld, cl;
     ct_optim_state od, opt;
-    if ((rc = cli_bench_setup_db(&d, &cld, &c, CT_GEMM_NATIVE, &db))) return cli_fail(rc);
+    if ((rc = cli_bench_setup_db(&d, &cld, &c, CT_GEMM_NATIVE, &db))) return rc;
     if ((rc = ct_optim_setup(&od, &d, &o.optim))) {
         free_model(&d, &cld, NULL);
-        return cli_fail(rc);
+        return rc;
     }
     if ((rc = db_writable(d.gemm.db_path))) {
         free_model(&d, &cld, &od);
-        return cli_fail(rc);
+        return rc;
     }
     if (!budget) budget = cld.is_cpu ? 60 : 120;
     if (automatic) {
@@ -284,12 +284,12 @@ static int tune_search(const cli_opts *cp, double budget, int automatic) {
     }
     if ((rc = cli_bench_setup_db(&m, &cl, &c, CT_GEMM_NATIVE, &db))) {
         free_model(&d, &cld, &od);
-        return cli_fail(rc);
+        return rc;
     }
     if ((rc = ct_optim_setup(&opt, &m, &o.optim))) {
         free_model(&m, &cl, NULL);
         free_model(&d, &cld, &od);
-        return cli_fail(rc);
+        return rc;
     }
     /* the comparison's first two rounds (a warm-up step each, then k steps of each model per round,
      * and PoCL compiling the work-group sizes of the tuned shapes) must fit; more rounds only while
