@@ -227,6 +227,25 @@ static int db_writable(const char *path) {
     return ct_fail(CT_EINPUT, "%s (set CLTRAIN_CACHE_DIR to a writable folder); nothing was searched", why);
 }
 
+/* Each shape's choice won alone, but only the whole step decides: the tuned model's choices stay only when its step
+ * beats the shipped defaults' beyond the noise, else they are dropped. Returns whether they stay; *t_def and *t_tuned
+ * get both step times. */
+static int keep_if_faster(ct_model *d, ct_optim_state *od, ct_model *m, ct_optim_state *opt, int B, int k, double until,
+                          int convs_changed, double *t_def, double *t_tuned) {
+    int faster, rounds = compare_steps(d, od, m, opt, B, k, until, t_def, t_tuned, &faster);
+    fprintf(tout, "step time: shipped defaults %.2f ms, tuned %.2f ms (%.2fx; %d conv layers changed); best of %d x %d steps each, "
+           "interleaved, tuned faster in %d of %d rounds\n", *t_def * 1e3, *t_tuned * 1e3, *t_def / *t_tuned, convs_changed,
+           rounds, k, faster, rounds);
+    /* a win above the noise: faster in every round, and by 2% in the best of each */
+    int kept = faster == rounds && *t_tuned <= 0.98 * *t_def;
+    if (!kept) {
+        drop_model_choices(&m->gemm, &d->gemm);
+        fprintf(tout, "the tuned step is not faster beyond the noise: this model's shapes keep the shipped defaults "
+               "(the shape rows above are not kept)\n");
+    }
+    return kept;
+}
+
 /* The search for c's model within budget seconds (0: the command's default), reported to tout.
  * automatic: a first training run's search, which gives up (writing a database with the shipped
  * defaults, so that it is not tried again) when one training step is too long for the budget. */
@@ -303,17 +322,7 @@ static int tune_search(const cli_opts *cp, double budget, int automatic) {
         convs_changed += m.layers[i].wino != d.layers[i].wino || m.layers[i].direct != d.layers[i].direct;
     if (model_choices(&m.gemm) || convs_changed) {
         compared = 1;
-        int faster, rounds = compare_steps(&d, &od, &m, &opt, B, k, t0 + budget, &t_def, &t_tuned, &faster);
-        fprintf(tout, "step time: shipped defaults %.2f ms, tuned %.2f ms (%.2fx; %d conv layers changed); best of %d x %d steps each, "
-               "interleaved, tuned faster in %d of %d rounds\n", t_def * 1e3, t_tuned * 1e3, t_def / t_tuned, convs_changed,
-               rounds, k, faster, rounds);
-        /* a win above the noise: faster in every round, and by 2% in the best of each */
-        kept = faster == rounds && t_tuned <= 0.98 * t_def;
-        if (!kept) {
-            drop_model_choices(&m.gemm, &d.gemm);
-            fprintf(tout, "the tuned step is not faster beyond the noise: this model's shapes keep the shipped defaults "
-                   "(the shape rows above are not kept)\n");
-        }
+        kept = keep_if_faster(&d, &od, &m, &opt, B, k, t0 + budget, convs_changed, &t_def, &t_tuned);
     } else {
         fprintf(tout, "step time: shipped defaults %.2f ms; no shape of this model runs faster otherwise, so that is also the tuned step\n",
                t_step * 1e3);
