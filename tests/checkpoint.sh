@@ -181,7 +181,11 @@ else notok "kill -9 x20" "$bad bad checkpoints, steps '$steps'"; fi
 rm -f "$tmp/term.ckpt"
 "${train[@]}" --epochs 1000 --checkpoint "$tmp/term.ckpt" >/dev/null 2>"$tmp/term.err" &
 pid=$!
-sleep 1.5
+# the signal goes in once training is under way (its first epoch's checkpoint is
+# there, so the handlers are installed), not after a fixed sleep that a loaded
+# machine may not reach the handlers in
+for w in $(seq 1 600); do [[ -f $tmp/term.ckpt ]] && break; sleep 0.2; done
+sleep 0.2
 kill -TERM $pid; wait $pid; rc=$?
 if [[ $rc -eq 143 ]] && grep -q "SIGTERM" "$tmp/term.err" && "$bin" eval "$tmp/term.ckpt" --limit-test 10 >/dev/null 2>&1; then
   ok "SIGTERM finishes the step, saves, exits 143"
