@@ -119,35 +119,7 @@ if "$bin" cifar10 --data "$tmp/g10" --model resnet20 --steps 2 --batch-size 16 -
   ok "cltrain export -> import: the same logits ($d; $(tail -1 <<<"$out" | sed 's/.*parameters; //'))"
 else notok "export -> import round trip" "${out:-}" "${d:-}"; fi
 # GELU (Mul, Erf, Add, Mul, Mul in cltrain's export) and GlobalMaxPool back from cltrain's export
-cat >"$tmp/gelu-gmp.cfg" <<'CFG'
-[net]
-height=32
-width=32
-channels=3
-classes=10
-[conv]
-filters=16
-size=3
-pad=1
-activation=gelu
-[batchnorm]
-activation=gelu
-[conv]
-filters=16
-size=3
-pad=1
-[shortcut]
-from=-3
-activation=gelu
-[globalmaxpool]
-[dense]
-outputs=32
-activation=gelu
-[dense]
-outputs=10
-[softmax]
-CFG
-if "$bin" arrays "$tmp/c10.npz" --layout NCHW --model "$tmp/gelu-gmp.cfg" --steps 2 --batch-size 16 --quiet --checkpoint "$tmp/gg.ckpt" >/dev/null 2>&1 &&
+if "$bin" arrays "$tmp/c10.npz" --layout NCHW --model "$here/tests/fixtures/gelu-gmp.cfg" --steps 2 --batch-size 16 --quiet --checkpoint "$tmp/gg.ckpt" >/dev/null 2>&1 &&
    "$bin" export "$tmp/gg.ckpt" "$tmp/gg.onnx" >/dev/null 2>&1 && out=$("$bin" import "$tmp/gg.onnx" "$tmp/ggback.ckpt" 2>&1) &&
    "$bin" predict "$tmp/gg.ckpt" "$tmp/resnet20-img"/*.png --logits "$tmp/gg.lg" >/dev/null 2>&1 &&
    "$bin" predict "$tmp/ggback.ckpt" "$tmp/resnet20-img"/*.png --logits "$tmp/ggback.lg" >/dev/null 2>&1 &&

@@ -88,8 +88,9 @@ check() {
   whats[$name]=$what
 }
 declare -A whats
-train() { # train NAME COMMAND ARGS...: two steps, checkpoint $tmp/NAME.ckpt (the model $tmp/NAME.cfg if there)
+train() { # train NAME COMMAND ARGS...: two steps, checkpoint $tmp/NAME.ckpt (the model $tmp/NAME.cfg or tests/fixtures/NAME.cfg if there)
   local name=$1 model=$1; shift
+  [[ -f $here/tests/fixtures/$name.cfg ]] && model=$here/tests/fixtures/$name.cfg
   [[ -f $tmp/$name.cfg ]] && model=$tmp/$name.cfg
   if ! "$bin" "$@" --model "$model" --steps 2 --quiet --checkpoint "$tmp/$name.ckpt" >"$tmp/out" 2>&1; then
     notok "$name: train" "$(tail -3 "$tmp/out")"; return 1
@@ -110,35 +111,8 @@ train resnet20 cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
 train resnet20b cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
   check resnet20b "$tmp/resnet20b.ckpt" "$c3what (standardised in the graph; a strided 1x1 Conv and Add for the projecting shortcuts)"
 # GELU after each kind of layer that takes an activation (conv, batch norm, shortcut, dense: an
-# Erf formula at opset 13) and global max pooling (GlobalMaxPool)
-cat >"$tmp/gelu-gmp.cfg" <<'CFG'
-[net]
-height=32
-width=32
-channels=3
-classes=10
-[conv]
-filters=16
-size=3
-pad=1
-activation=gelu
-[batchnorm]
-activation=gelu
-[conv]
-filters=16
-size=3
-pad=1
-[shortcut]
-from=-3
-activation=gelu
-[globalmaxpool]
-[dense]
-outputs=32
-activation=gelu
-[dense]
-outputs=10
-[softmax]
-CFG
+# Erf formula at opset 13) and global max pooling (GlobalMaxPool): tests/fixtures/gelu-gmp.cfg,
+# which tests/import.sh reads back too
 train gelu-gmp cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
   check gelu-gmp "$tmp/gelu-gmp.ckpt" "$c3what (GELU as Erf, GlobalMaxPool)"
 train cifar100-cnn cifar100 --data "$tmp/g100" --batch-size 16 --augment none &&
