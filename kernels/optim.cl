@@ -120,3 +120,16 @@ __kernel void nesterov_step(__global float *p, __global float *buf, __global con
     const floatv b = momentum_update(buf, gi, i, n, momentum);
     st(pi - lr * (gi + momentum * b), p, i, n);
 }
+
+/* The lookahead / moving average of the weights (cltrain/lookahead.h): the
+ * average moves towards the parameters by w = 1 - decay, and the parameters
+ * to the average. Over every parameter (batch-norm running statistics too),
+ * no mask, no NaN guard (the step before had its own). */
+__kernel void lookahead_step(__global float *p, __global float *avg, const int n, const float w) {
+    const int i = (int)get_global_id(0) * OPT_VW;
+    if (i >= n) return;
+    const floatv a = ld(avg, i, n);
+    const floatv v = a + w * (ld(p, i, n) - a);
+    st(v, avg, i, n);
+    st(v, p, i, n);
+}

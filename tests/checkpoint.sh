@@ -42,6 +42,19 @@ bn=("$bin" fashion-mnist --model mnist-cnn-bn --limit-train 512 --batch-size 64 
 "${bn[@]}" --epochs 2 --resume "$tmp/b2.ckpt" --checkpoint "$tmp/b2.ckpt"
 check "mnist-cnn-bn: stop at step 3, resume: bit-identical (running averages included)" cmp -s "$tmp/b1.ckpt" "$tmp/b2.ckpt"
 
+# the lookahead (moving average of the weights, batch-norm statistics included): 5 epochs of 8 steps, the
+# average from the 4th epoch (steps 25, 30, 35, 40); the copy saved at step 33 (mid-epoch, an average
+# kept) resumed without --lookahead (the checkpoint carries the rate and the average): bit-identical.
+# (Not --steps 33: that makes a run of 33 steps, whose average decays by step/33.)
+la=("$bin" fashion-mnist --model mnist-cnn-bn --limit-train 256 --batch-size 32 --quiet --optimizer nesterov --lr 0.05)
+"${la[@]}" --epochs 5 --lookahead 0.95 --checkpoint "$tmp/la1.ckpt" --checkpoint-every 11 --keep 4
+"${la[@]}" --epochs 5 --resume "$tmp/la1.ckpt.33" --checkpoint "$tmp/la2.ckpt"
+check "lookahead: resumed from step 33: bit-identical" cmp -s "$tmp/la1.ckpt" "$tmp/la2.ckpt"
+"${la[@]}" --epochs 5 --checkpoint "$tmp/la0.ckpt"
+check "lookahead: the weights differ from a run without it" bash -c "! cmp -s '$tmp/la0.ckpt' '$tmp/la1.ckpt'"
+err=$("${la[@]}" --epochs 6 --resume "$tmp/la1.ckpt" --lookahead 0 2>&1); rc=$?
+if [[ $rc -eq 2 && $err == *"lookahead average"* ]]; then ok "resume with --lookahead 0 over a kept average is refused"; else notok "resume --lookahead 0" "exit $rc: $err"; fi
+
 # every optimizer: the resumed run gets no optimizer flags, the checkpoint carries them
 for opt in sgd adamw nesterov; do
   o=(--optimizer $opt --weight-decay 1e-3 --momentum 0.8 --lr 0.02)

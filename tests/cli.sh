@@ -47,6 +47,9 @@ expect_fail "unknown command" 2 "unknown command" -- "$bin" frobnicate
 expect_fail "unknown option" 2 "unknown option --frob" -- "$bin" fashion-mnist --frob
 expect_fail "missing option value" 2 "needs a value" -- "$bin" fashion-mnist --epochs
 expect_fail "--batch-size 0" 2 "batch-size 0" -- "$bin" fashion-mnist --batch-size 0
+expect_fail "--lookahead -0.5" 2 "lookahead -0.5: expected a number in 0..1" -- "$bin" fashion-mnist --lookahead -0.5
+expect_fail "--lookahead 1.5" 2 "lookahead 1.5: expected a number in 0..1" -- "$bin" fashion-mnist --lookahead 1.5
+expect_fail "--lookahead x" 2 "lookahead x" -- "$bin" fashion-mnist --lookahead x
 expect_fail "--label-smoothing 1" 2 "label-smoothing 1.*\\[0, 1\\)" -- "$bin" fashion-mnist --label-smoothing 1
 expect_fail "--label-smoothing -0.1" 2 "label-smoothing -0.1" -- "$bin" fashion-mnist --label-smoothing -0.1
 expect_fail "--label-smoothing x" 2 "label-smoothing x" -- "$bin" fashion-mnist --label-smoothing x

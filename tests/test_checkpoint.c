@@ -83,8 +83,25 @@ static void test_round_trip(void **state) {
         assert_int_equal(back.n_names, 3);
         assert_string_equal(back.class_names[2], "triangle");
         assert_int_equal((int)back.opt_step, 11);
+        assert_true(back.lookahead == 0 && !back.average);
         ct_ckpt_free(&back);
     }
+    /* the lookahead's rate and average (version 4) */
+    ct_ckpt st = make(CT_OPT_NESTEROV), back;
+    st.lookahead = 0.95f;
+    st.average = vals[CT_CKPT_MAX_STATE];
+    assert_int_equal(ct_ckpt_save(&st, tmp_path("rt.ckpt")), 0);
+    assert_int_equal(ct_ckpt_load(&back, tmp_path("rt.ckpt")), 0);
+    assert_true(back.lookahead == 0.95f);
+    assert_non_null(back.average);
+    assert_memory_equal(back.average, vals[CT_CKPT_MAX_STATE], sizeof vals[0]);
+    assert_memory_equal(back.state[0], vals[1], sizeof vals[0]);
+    ct_ckpt_free(&back);
+    /* an average without a rate is refused */
+    st.lookahead = 0;
+    assert_int_equal(ct_ckpt_save(&st, tmp_path("rt.ckpt")), 0);
+    assert_int_equal(ct_ckpt_load(&back, tmp_path("rt.ckpt")), CT_EINPUT);
+    assert_non_null(strstr(ct_last_error(), "lookahead average"));
 }
 
 /* ---- the version 2 writer, as cltrain wrote it until the format became version 3 ---- */

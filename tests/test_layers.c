@@ -18,6 +18,7 @@
  * Skipped without an OpenCL device. */
 #include "ct_test.h"
 #include "cltrain/layer.h"
+#include "cltrain/lookahead.h"
 #include "cltrain/optim.h"
 #include "cltrain/ref.h"
 
@@ -725,6 +726,91 @@ static void test_nesterov(void **state) {
     check_optim(&o, "nesterov");
 }
 
+/* The lookahead (cltrain/lookahead.h). 1. The kernel against ref_lookahead in
+ * both shapes (the last vector partial). 2. The rule over a run of 3 epochs
+ * of 9 steps with the average from epoch 1 on, the optimizer's steps stood in
+ * for by fresh random parameters each step: the parameters after each step
+ * against airbench94's loop written out here in double (tools/pytorch_airbench.py:
+ * from the start epoch, at every 5th step the average starts as a copy, then
+ * lerps towards the weights with weight 1 - 0.95^5 (s/total)^3 and the weights
+ * copy it; at each epoch end the weights become the average). The kernel's
+ * start epoch is CT_LOOKAHEAD_START, so the rule's run is shifted by it. */
+static void check_lookahead_vw(int vw) {
+    ct_model m;
+    make_model(&m, optim_cfg, 2);
+    ct_optim_hparams hp = {.kind = CT_OPT_NESTEROV, .lr = 0.1f, .momentum = 0.9f};
+    ct_optim_state opt;
+    assert_int_equal(ct_optim_setup_vw(&opt, &m, &hp, vw), 0);
+    ct_lookahead la;
+    assert_int_equal(ct_lookahead_setup(&la, &opt, 0.95f), 0);
+    size_t n = m.n_params;
+    ct_rng g = ct_rng_make(710, (uint64_t)vw, 0);
+    char what[96];
+    /* 1. one update */
+    float *P = set_random_params(&m, &g, 0), *A = malloc(n * 4);
+    ct_fill_rand(A, n, &g, 1.0f);
+    ct_lookahead_set(&la, A);
+    ct_lookahead_update(&la, 0.3f);
+    ref_lookahead(P, A, (long)n, 0.3f);
+    float *gp = dev_read(m.params, n), *ga = malloc(n * 4);
+    ct_lookahead_get(&la, ga);
+    snprintf(what, sizeof what, "lookahead (%d per work-item) params", opt.vw);
+    assert_true(ct_compare(what, gp, P, n, 1e-6, 1e-7));
+    snprintf(what, sizeof what, "lookahead (%d per work-item) average", opt.vw);
+    assert_true(ct_compare(what, ga, P, n, 1e-6, 1e-7));
+    free(gp); free(P); free(A);
+    ct_lookahead_free(&la);
+    /* 2. the rule, from a fresh start */
+    assert_int_equal(ct_lookahead_setup(&la, &opt, 0.95f), 0);
+    const int spe = 9, epochs = CT_LOOKAHEAD_START + 3;
+    const int64_t total = (int64_t)spe * epochs;
+    double *W = calloc(n, sizeof(double)), *E = calloc(n, sizeof(double));
+    int have = 0;
+    float *fresh = malloc(n * 4);
+    for (int64_t step = 0; step < total;) {
+        int epoch = (int)(step / spe);
+        int64_t g0 = step;
+        ct_fill_rand(fresh, n, &g, 1.0f); /* the optimizer's step */
+        ct_model_set_params(&m, fresh);
+        for (size_t j = 0; j < n; j++) W[j] = fresh[j];
+        step++;
+        if (epoch >= CT_LOOKAHEAD_START && step % 5 == 0) {
+            if (!have) memcpy(E, W, n * sizeof(double));
+            else {
+                double rho = pow(0.95, 5) * pow((double)step / (double)total, 3);
+                for (size_t j = 0; j < n; j++) W[j] = E[j] = E[j] + (1 - rho) * (W[j] - E[j]);
+            }
+            have = 1;
+        }
+        int end = step % spe == 0;
+        if (end && have) memcpy(W, E, n * sizeof(double));
+        ct_lookahead_after_step(&la, g0, total, epoch, end);
+        gp = dev_read(m.params, n);
+        snprintf(what, sizeof what, "lookahead rule (%d per work-item) after step %lld", opt.vw, (long long)step);
+        float *wf = malloc(n * 4);
+        for (size_t j = 0; j < n; j++) wf[j] = (float)W[j];
+        assert_true(ct_compare(what, gp, wf, n, 1e-5, 1e-6));
+        free(wf); free(gp);
+        assert_int_equal(la.have, have);
+    }
+    /* it did something: the last weights are not the last step's */
+    gp = dev_read(m.params, n);
+    assert_true(fabsf(gp[0] - fresh[0]) > 1e-4f || fabsf(gp[1] - fresh[1]) > 1e-4f);
+    free(gp); free(fresh); free(W); free(E); free(ga);
+    assert_true(ct_lookahead_decay(0.95f, 10, 10) > 0.77 && ct_lookahead_decay(0.95f, 10, 10) < 0.78); /* 0.95^5 */
+    assert_true(!ct_lookahead_due(3, CT_LOOKAHEAD_START) && ct_lookahead_due(4, CT_LOOKAHEAD_START) && !ct_lookahead_due(4, 0));
+    ct_lookahead_free(&la);
+    ct_optim_free(&opt);
+    ct_model_free(&m);
+}
+
+static void test_lookahead(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_lookahead_vw(16);
+    check_lookahead_vw(1);
+}
+
 /* the table: every kind has an entry under its own name, a kernel and a state count */
 static void test_optim_table(void **state) {
     (void)state;
@@ -856,6 +942,7 @@ int main(void) {
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_nesterov),
+        cmocka_unit_test(test_lookahead),
         cmocka_unit_test(test_optim_table),
         cmocka_unit_test(test_u8_input),
         cmocka_unit_test(test_accumulation),

@@ -13,14 +13,16 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/* Version 3: after the magic, version and header size, a fixed header (seed,
+/* Version 4: after the magic, version and header size, a fixed header (seed,
  * next batch, batch, samples per epoch, ranks, optimizer kind, step, state
  * count and hyper-parameters, parameter count, .cfg length, class-name count,
- * model name, data-set kind, path, held-out share and classes), the .cfg text,
- * each class name as u32 length + bytes, the parameters, the state buffers,
- * the CRC. Versions 1 and 2 (the data set as one string such as
- * "images:0.100", always two moment buffers) still load. */
-#define CT_CKPT_VERSION 3
+ * model name, data-set kind, path, held-out share and classes; then the
+ * lookahead's rate and whether its average is stored), the .cfg text, each
+ * class name as u32 length + bytes, the parameters, the state buffers, the
+ * lookahead's average (when stored), the CRC. Version 3 is the same without
+ * the lookahead fields and the average; versions 1 and 2 (the data set as one
+ * string such as "images:0.100", always two moment buffers) still load. */
+#define CT_CKPT_VERSION 4
 #define CT_CKPT_MAX_STATE 4
 
 /* The data set a checkpoint was trained on (what `cltrain eval` reopens). */
@@ -46,6 +48,8 @@ typedef struct ct_ckpt {
     int n_state;               /* the optimizer's state buffers, n_params floats each */
     float *state[CT_CKPT_MAX_STATE];
     int32_t ranks;             /* data-parallel ranks (the global batch is batch x ranks) */
+    float lookahead;           /* the lookahead's rate (cltrain/lookahead.h), 0: off */
+    float *average;            /* its average, n_params floats, or NULL (off, or not started yet) */
     int n_names;               /* class names (images folders), 0 when the data set names them itself */
     char **class_names;
 } ct_ckpt;

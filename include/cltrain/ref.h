@@ -75,4 +75,6 @@ void ref_adam(float *p, float *m, float *v, const float *g, long n, float lr, fl
 void ref_adamw(float *p, float *m, float *v, const float *g, long n, float lr, float b1, float b2, float eps, double wdt, int t);
 void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
 void ref_nesterov(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
+/* the lookahead's update (cltrain/lookahead.h): avg += w (p - avg); p = avg */
+void ref_lookahead(float *p, float *avg, long n, double w);
 #endif

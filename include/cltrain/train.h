@@ -50,6 +50,8 @@ typedef struct ct_train_opts {
     char **class_names;    /* stored in checkpoints (image folders: `cltrain predict` needs them) */
     size_t bucket_bytes;   /* data-parallel: gradient all-reduce bucket size (0: 1 MiB) */
     int tta;               /* --tta none|flip: test-time augmentation at evaluation */
+    float lookahead;       /* --lookahead RATE: the weights' moving average (cltrain/lookahead.h); 0: off */
+    int lookahead_set;     /* --lookahead was given (else a resumed run takes the checkpoint's) */
 } ct_train_opts;
 
 enum { CT_GIVEN_SEED = 1, CT_GIVEN_BATCH = 2, CT_GIVEN_LIMIT_TRAIN = 4, CT_GIVEN_OPTIMIZER = 8 };

@@ -45,7 +45,7 @@ enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVA
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
        O_SMOOTH, O_TTA, O_CUTOUT, O_TRANSLATE, O_FLIP, O_COMMTO, O_CONV, O_CURVES, O_BUDGET, O_TFR_IMAGE, O_TFR_LABEL,
-       O_TFR_SHAPE, O_TRAIN, O_TEST, O_XKEY, O_YKEY, O_LAYOUT, O_INIT, O_FREEZE };
+       O_TFR_SHAPE, O_TRAIN, O_TEST, O_XKEY, O_YKEY, O_LAYOUT, O_INIT, O_FREEZE, O_LOOKAHEAD };
 
 /* Which commands take an option (CLI_*), and for a training command what
  * its data set must take (CT_DS_*, 0: any). The option table is the only
@@ -103,6 +103,10 @@ static const opt_def opt_table[] = {
      "learning-rate schedule; triangle: 0.2 lr -> lr at --warmup (else 23%) -> 0.07 lr [constant]"},
     {"warmup", 1, O_WARMUP, T, 0, "N", "the rate rises linearly over the first N steps [0]"},
     {"label-smoothing", 1, O_SMOOTH, T, 0, "E", "train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]"},
+    {"lookahead", 1, O_LOOKAHEAD, T, 0, "RATE",
+     "a moving average of the weights from the 4th epoch: every 5 steps it moves\n"
+     "towards them by 1 - RATE^5 (step/steps)^3 and they to it; evaluation and the\n"
+     "final weights are the average (airbench94's, RATE 0.95) [0: off]"},
     {"tta", 1, O_TTA, T | E, 0, "none|flip|flip-translate",
      "evaluation: average the logits of each image and its mirror (flip-translate:\n"
      "and of both shifted 1 pixel up-left and down-right) [none]"},
@@ -393,6 +397,9 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
         if (!rc) o->label_smoothing = (float)d;
         break;
     case O_TTA: rc = ct_tta_parse(arg, &o->tta); break;
+    case O_LOOKAHEAD:
+        if (!(rc = cli_parse_num("lookahead", arg, 0, 1, &d))) { o->lookahead = (float)d; o->lookahead_set = 1; }
+        break;
     case O_COMMTO:
         if (!(rc = cli_parse_num("comm-timeout", arg, 0, 604800, &d)) && d > 0 && d < 1)
             rc = ct_fail(CT_EINPUT, "--comm-timeout %s: expected 0 (no limit) or at least 1 second", arg);

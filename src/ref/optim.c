@@ -46,3 +46,10 @@ void ref_nesterov(float *p, float *mom, const float *g, long n, float lr, float 
         p[i] = (float)(p[i] - lr * (gi + momentum * b));
     }
 }
+
+void ref_lookahead(float *p, float *avg, long n, double w) {
+    for (long i = 0; i < n; i++) {
+        double a = avg[i] + w * ((double)p[i] - avg[i]);
+        avg[i] = p[i] = (float)a;
+    }
+}

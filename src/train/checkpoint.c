@@ -45,7 +45,13 @@ typedef struct hdr_v3 {
     char model_name[256];
     char data_kind[32];
     char data_path[512];
+    /* version 4 */
+    float lookahead;
+    uint32_t n_avg;            /* 0 or 1: the lookahead's average follows the state buffers */
 } hdr_v3;
+/* a version 3 header is the same without the version 4 fields */
+#define HDR_V3_SIZE offsetof(hdr_v3, lookahead)
+_Static_assert(offsetof(hdr_v3, lookahead) == 888, "version 3 headers are 888 bytes");
 
 typedef struct wbuf { int fd; uLong crc; int err; } wbuf;
 
@@ -73,7 +79,8 @@ static void put_body(wbuf *w, const ct_ckpt *st) {
                  .ranks = st->ranks > 0 ? st->ranks : 1, .opt_kind = st->opt_kind, .opt_step = st->opt_step,
                  .n_state = st->n_state, .lr = st->lr, .momentum = st->momentum, .wd = st->wd,
                  .data_classes = st->data.classes, .data_split = st->data.split, .n_params = st->n_params,
-                 .cfg_len = (uint32_t)strlen(st->cfg), .n_names = (uint32_t)st->n_names};
+                 .cfg_len = (uint32_t)strlen(st->cfg), .n_names = (uint32_t)st->n_names, .lookahead = st->lookahead,
+                 .n_avg = st->average != NULL};
     for (int i = 0; i < st->n_names; i++) h.names_bytes += 4 + (uint32_t)strlen(st->class_names[i]);
     snprintf(h.model_name, sizeof h.model_name, "%s", st->model_name);
     snprintf(h.data_kind, sizeof h.data_kind, "%s", st->data.kind);
@@ -91,6 +98,7 @@ static void put_body(wbuf *w, const ct_ckpt *st) {
     }
     put(w, st->params, st->n_params * 4);
     for (int i = 0; i < st->n_state; i++) put(w, st->state[i], st->n_params * 4);
+    if (st->average) put(w, st->average, st->n_params * 4);
     uint32_t crc = (uint32_t)w->crc;
     put(w, &crc, 4);
 }
@@ -120,6 +128,7 @@ void ct_ckpt_free(ct_ckpt *st) {
     free(st->cfg);
     free(st->params);
     for (int i = 0; i < CT_CKPT_MAX_STATE; i++) free(st->state[i]);
+    free(st->average);
     memset(st, 0, sizeof *st);
 }
 
@@ -157,17 +166,21 @@ static int take_names(ct_ckpt *st, rbuf *r, uint32_t count) {
     return 0;
 }
 
-static int take_floats(ct_ckpt *st, rbuf *r) {
-    size_t nb = st->n_params * 4;
+static float *take_buffer(rbuf *r, size_t nb) {
     const unsigned char *q = take(r, nb);
-    if (!q) return -1;
-    st->params = ct_xmalloc(nb ? nb : 1);
-    memcpy(st->params, q, nb);
-    for (int i = 0; i < st->n_state; i++) {
-        if (!(q = take(r, nb))) return -1;
-        st->state[i] = ct_xmalloc(nb ? nb : 1);
-        memcpy(st->state[i], q, nb);
-    }
+    if (!q) return NULL;
+    float *f = ct_xmalloc(nb ? nb : 1);
+    memcpy(f, q, nb);
+    return f;
+}
+
+/* the parameters, n_state buffers, and the average when n_avg is 1 */
+static int take_floats(ct_ckpt *st, rbuf *r, int n_avg) {
+    size_t nb = st->n_params * 4;
+    if (!(st->params = take_buffer(r, nb))) return -1;
+    for (int i = 0; i < st->n_state; i++)
+        if (!(st->state[i] = take_buffer(r, nb))) return -1;
+    if (n_avg && !(st->average = take_buffer(r, nb))) return -1;
     return 0;
 }
 
@@ -210,16 +223,19 @@ static int parse_v2(ct_ckpt *st, rbuf *r, uint32_t version, const char *path) {
             return ct_fail(CT_EINPUT, "%s: corrupt checkpoint (class names)", path);
     }
     if ((uint64_t)(r->end - r->p) != 12 * h.n_params) return -1;
-    return take_floats(st, r);
+    return take_floats(st, r, 0);
 }
 
-static int parse_v3(ct_ckpt *st, rbuf *r, const char *path) {
+/* versions 3 and 4 */
+static int parse_v3(ct_ckpt *st, rbuf *r, uint32_t version, const char *path) {
     hdr_v3 h;
-    memcpy(&h, take(r, sizeof h), sizeof h);
+    memset(&h, 0, sizeof h);
+    size_t hsize = version >= 4 ? sizeof h : HDR_V3_SIZE;
+    memcpy(&h, take(r, hsize), hsize);
     h.model_name[sizeof h.model_name - 1] = h.data_kind[sizeof h.data_kind - 1] = h.data_path[sizeof h.data_path - 1] = 0;
     *st = (ct_ckpt){.seed = h.seed, .next_batch = h.next_batch, .batch = h.batch, .n_train = h.n_train, .ranks = h.ranks,
                     .opt_kind = h.opt_kind, .opt_step = h.opt_step, .lr = h.lr, .momentum = h.momentum, .wd = h.wd,
-                    .hp_saved = 1, .n_params = h.n_params,
+                    .hp_saved = 1, .n_params = h.n_params, .lookahead = h.lookahead,
                     .data = {.split = h.data_split, .classes = h.data_classes}};
     memcpy(st->model_name, h.model_name, sizeof st->model_name);
     memcpy(st->data.kind, h.data_kind, sizeof st->data.kind);
@@ -228,7 +244,8 @@ static int parse_v3(ct_ckpt *st, rbuf *r, const char *path) {
         return ct_fail(CT_EINPUT, "%s: checkpoint field state buffers is %d, expected 0..%d; the file is damaged", path, h.n_state,
                        CT_CKPT_MAX_STATE);
     st->n_state = h.n_state;
-    uint64_t need = (uint64_t)h.cfg_len + h.names_bytes + 4 * h.n_params * (uint64_t)(1 + h.n_state);
+    if (h.n_avg > 1) return ct_fail(CT_EINPUT, "%s: checkpoint field averages is %u, expected 0 or 1; the file is damaged", path, h.n_avg);
+    uint64_t need = (uint64_t)h.cfg_len + h.names_bytes + 4 * h.n_params * (uint64_t)(1 + h.n_state + h.n_avg);
     if (h.n_params > ((uint64_t)1 << 34) || h.cfg_len > (1u << 20) || h.names_bytes > (1u << 24) ||
         need != (uint64_t)(r->end - r->p))
         return -1;
@@ -237,18 +254,19 @@ static int parse_v3(ct_ckpt *st, rbuf *r, const char *path) {
     r->p = e.end;
     if (h.n_names > 65536 || take_names(st, &e, h.n_names) || e.p != e.end)
         return ct_fail(CT_EINPUT, "%s: corrupt checkpoint (class names)", path);
-    return take_floats(st, r);
+    return take_floats(st, r, (int)h.n_avg);
 }
 
 /* the file size the header promises, or 0 when it promises nothing sensible */
 static uint64_t expected_size(const unsigned char *buf, uint64_t size, uint32_t version) {
-    uint64_t fixed = 16 + (version >= 3 ? sizeof(hdr_v3) : sizeof(hdr_v2)) + 4;
+    uint64_t fixed = 16 + (version >= 4 ? sizeof(hdr_v3) : version == 3 ? HDR_V3_SIZE : sizeof(hdr_v2)) + 4;
     if (size < fixed) return 0;
     if (version >= 3) {
         hdr_v3 h;
-        memcpy(&h, buf + 16, sizeof h);
-        if (h.n_params > ((uint64_t)1 << 34) || h.n_state < 0 || h.n_state > CT_CKPT_MAX_STATE) return 0;
-        return fixed + h.cfg_len + (uint64_t)h.names_bytes + 4 * h.n_params * (uint64_t)(1 + h.n_state);
+        memset(&h, 0, sizeof h);
+        memcpy(&h, buf + 16, fixed - 20);
+        if (h.n_params > ((uint64_t)1 << 34) || h.n_state < 0 || h.n_state > CT_CKPT_MAX_STATE || h.n_avg > 1) return 0;
+        return fixed + h.cfg_len + (uint64_t)h.names_bytes + 4 * h.n_params * (uint64_t)(1 + h.n_state + h.n_avg);
     }
     hdr_v2 h;
     memcpy(&h, buf + 16, sizeof h);
@@ -287,6 +305,12 @@ static int validate(const ct_ckpt *st, const char *path) {
                           isfinite(st->wd) && st->wd >= 0 && st->wd <= 10))
         return ct_fail(CT_EINPUT, "%s: checkpoint hyper-parameters out of range (lr %g, momentum %g, weight decay %g); the file is "
                        "damaged or not written by cltrain", path, st->lr, st->momentum, st->wd);
+    if (!(st->lookahead >= 0 && st->lookahead <= 1)) /* NaN too */
+        return ct_fail(CT_EINPUT, "%s: checkpoint field lookahead is %g, expected 0..1; the file is damaged or not written by "
+                       "cltrain", path, st->lookahead);
+    if (st->average && st->lookahead == 0)
+        return ct_fail(CT_EINPUT, "%s: checkpoint holds a lookahead average but no lookahead rate; the file is damaged or not "
+                       "written by cltrain", path);
     if (st->data.kind[0] && !ct_dataset_find_kind(st->data.kind)) /* "": not recorded */
         return ct_fail(CT_EINPUT, "%s: checkpoint field data set is '%s', expected one of %s; the file is damaged or not "
                        "written by cltrain", path, st->data.kind, ct_dataset_list());
@@ -330,7 +354,7 @@ int ct_ckpt_load(ct_ckpt *st, const char *path) {
         rc = ct_fail(CT_EINPUT, "%s: checkpoint format %u is newer than this cltrain reads (%d); use a newer cltrain", path, version, CT_CKPT_VERSION);
         goto out;
     }
-    if (version < 1 || hsize != (version >= 3 ? sizeof(hdr_v3) : sizeof(hdr_v2))) {
+    if (version < 1 || hsize != (version >= 4 ? sizeof(hdr_v3) : version == 3 ? HDR_V3_SIZE : sizeof(hdr_v2))) {
         rc = ct_fail(CT_EINPUT, "%s: corrupt checkpoint header", path);
         goto out;
     }
@@ -345,7 +369,7 @@ int ct_ckpt_load(ct_ckpt *st, const char *path) {
         goto out;
     }
     rbuf r = {buf + 16, buf + size - 4};
-    rc = version >= 3 ? parse_v3(st, &r, path) : parse_v2(st, &r, version, path);
+    rc = version >= 3 ? parse_v3(st, &r, version, path) : parse_v2(st, &r, version, path);
     if (rc == -1) rc = ct_fail(CT_EINPUT, "%s: corrupt checkpoint (lengths do not add up)", path);
     if (!rc) rc = validate(st, path);
     if (!rc && version < 3) {

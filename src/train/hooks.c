@@ -1,5 +1,5 @@
 /* train/hooks.c: what runs after each training step, in this order:
- * TensorBoard/CSV scalars, the progress line, evaluation, the checkpoint,
+ * the lookahead (cltrain/lookahead.h), TensorBoard/CSV scalars, the progress line, evaluation, the checkpoint,
  * and the stop a signal asked for. Each hook reads the step's figures
  * (ct_step_info) and the run (ct_loop). Tested by tests/cli.sh (progress,
  * evaluation), tests/test_tboard.c and tests/checkpoint.sh (saves, signals). */
@@ -15,6 +15,12 @@ static const char *ar_note(const ct_grad_sync *g, const ct_grad_sync *since, cha
     if (steps <= 0) return "";
     snprintf(buf, size, " all-reduce %.1f ms/step (%.0f%% hidden)", 1e3 * ar / steps, ar > 0 ? 100 * hid / ar : 0);
     return buf;
+}
+
+/* the lookahead: first, so that evaluation and checkpoints see its weights */
+static int hook_lookahead(ct_loop *loop, const ct_step_info *si) {
+    ct_lookahead_after_step(&loop->la, si->g, loop->total, si->epoch, si->last);
+    return 0;
 }
 
 static int hook_tboard(ct_loop *loop, const ct_step_info *si) {
@@ -118,4 +124,4 @@ static int hook_signal(ct_loop *loop, const ct_step_info *si) {
                    loop->o.checkpoint ? "; saved " : "", loop->o.checkpoint ? loop->o.checkpoint : "");
 }
 
-const ct_train_hook ct_train_hooks[] = {hook_tboard, hook_progress, hook_eval, hook_checkpoint, hook_signal, NULL};
+const ct_train_hook ct_train_hooks[] = {hook_lookahead, hook_tboard, hook_progress, hook_eval, hook_checkpoint, hook_signal, NULL};

@@ -14,6 +14,7 @@
 #define CLTRAIN_TRAIN_LOOP_H
 #include "cltrain/checkpoint.h"
 #include "cltrain/dist.h"
+#include "cltrain/lookahead.h"
 #include "cltrain/optim.h"
 #include "cltrain/tboard.h"
 #include "cltrain/train.h"
@@ -82,6 +83,7 @@ typedef struct ct_loop {
     FILE *out;
     ct_model m;
     ct_optim_state opt;
+    ct_lookahead la;           /* --lookahead */
     ct_cl cl;
     ct_feed f;
     ct_grad_sync gs;

@@ -64,6 +64,10 @@ static int open_resumed(ct_loop *loop) {
     if (!o->lr_set) o->optim.lr = ck->hp_saved ? ck->lr : ct_optim_types[ck->opt_kind]->default_lr;
     if (ck->hp_saved && !o->momentum_set) o->optim.momentum = ck->momentum;
     if (ck->hp_saved && !o->wd_set) o->optim.wd = ck->wd;
+    if (!o->lookahead_set) o->lookahead = ck->lookahead;
+    if (ck->average && o->lookahead == 0)
+        return ct_fail(CT_EINPUT, "%s: the run kept a lookahead average of the weights; resume without --lookahead 0 "
+                       "(or with another rate)", o->resume);
     loop->g0 = ck->next_batch;
     return 0;
 }
@@ -93,8 +97,9 @@ static int open_init(ct_loop *loop) {
 static void broadcast_state(ct_loop *loop) {
     ct_model *m = &loop->m;
     float *p = ct_xmalloc(m->n_params * sizeof(float));
-    for (int k = 0; k <= (loop->o.resume ? loop->opt.type->n_state : 0); k++) {
-        cl_mem b = k ? loop->opt.state[k - 1] : m->params;
+    int n = loop->o.resume ? loop->opt.type->n_state + loop->la.have : 0;
+    for (int k = 0; k <= n; k++) {
+        cl_mem b = k > loop->opt.type->n_state ? loop->la.avg : k ? loop->opt.state[k - 1] : m->params;
         if (loop->writer) ct_cl_read(&loop->cl, b, 0, m->n_params * 4, p);
         ct_dist_bcast(p, m->n_params * 4);
         if (!loop->writer) ct_cl_write(&loop->cl, b, 0, m->n_params * 4, p);
@@ -137,12 +142,14 @@ static int setup(ct_loop *loop) {
     ct_model_init_weights(m, o->seed);
     m->label_smoothing = o->label_smoothing;
     if ((rc = ct_optim_setup(&loop->opt, m, &o->optim))) return rc;
+    if ((rc = ct_lookahead_setup(&loop->la, &loop->opt, o->lookahead))) return rc;
     if (o->init) ct_model_set_params(m, loop->ck.params);
     if (o->freeze && (rc = freeze(loop))) return rc;
     if (o->resume) {
         ct_model_set_params(m, loop->ck.params);
         CT_ASSERT(loop->ck.n_state == loop->opt.type->n_state); /* ct_ckpt_load checked it */
         for (int i = 0; i < loop->ck.n_state; i++) ct_optim_set_state(&loop->opt, i, loop->ck.state[i]);
+        if (loop->ck.average) ct_lookahead_set(&loop->la, loop->ck.average);
         m->step = loop->ck.opt_step;
     }
     if (loop->dist) {
@@ -152,6 +159,7 @@ static int setup(ct_loop *loop) {
     if (o->checkpoint) {
         loop->buf.params = ct_xmalloc(m->n_params * 4);
         for (int i = 0; i < loop->opt.type->n_state; i++) loop->buf.state[i] = ct_xmalloc(m->n_params * 4);
+        if (o->lookahead > 0) loop->buf.average = ct_xmalloc(m->n_params * 4);
         loop->kept = ct_xcalloc((size_t)(o->keep > 0 ? o->keep : 1), sizeof *loop->kept);
     }
     if (o->logdir && loop->writer && (rc = ct_tboard_open(&loop->tb, o->logdir))) return rc;
@@ -326,6 +334,8 @@ static int check_opts(const ct_train_opts *o) {
     if (o->epochs < 1) return ct_fail(CT_EINPUT, "--epochs %d: expected at least 1", o->epochs);
     if (!(o->label_smoothing >= 0 && o->label_smoothing < 1))
         return ct_fail(CT_EINPUT, "--label-smoothing %g: expected a number in [0, 1), e.g. 0.1", o->label_smoothing);
+    if (!(o->lookahead >= 0 && o->lookahead <= 1))
+        return ct_fail(CT_EINPUT, "--lookahead %g: expected a rate in [0, 1] (0: off; airbench94's is 0.95)", o->lookahead);
     if (o->optim.kind < 0 || o->optim.kind >= CT_OPT_COUNT) return ct_fail(CT_EINPUT, "optimizer kind %d: unknown", o->optim.kind);
     return ct_train_check_files(o);
 }
@@ -338,6 +348,7 @@ static void release(ct_loop *loop) {
     ct_feed_close(&loop->f);
     free(loop->pred);
     ct_grad_sync_free(&loop->gs);
+    ct_lookahead_free(&loop->la);
     ct_optim_free(&loop->opt);
     ct_model_free(&loop->m);
     if (loop->cl.ctx) ct_cl_close(&loop->cl);
