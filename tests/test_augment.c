@@ -6,7 +6,9 @@
  * images have mean 0 and standard deviation 1; the random draws come in the
  * documented order; level 0 is a pure function that never touches the rng;
  * and the same (seed, epoch, index) gives bit-identical floats from four
- * threads working in different orders. Depends on libcltrain, pthreads,
+ * threads working in different orders; a model's normalisation (mean= and
+ * std=) matches its float64 reference and follows the other pixel steps.
+ * Depends on libcltrain, pthreads,
  * cmocka. Run clean under ASan and TSan too. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include "cltrain/cifar.h"
 #include "cltrain/common.h"
 #include "cltrain/pipeline.h"
+#include "cltrain/ref.h"
 #include "cltrain/source.h"
 #include <math.h>
 #include <pthread.h>
@@ -539,6 +542,121 @@ static void test_augsrc(void **state) {
     assert_int_equal(ct_augsrc_init(&s1, &c1, &inner, &bad), CT_EINPUT);
 }
 
+/* A model's per-channel normalisation in place of standardisation: at level
+ * none, on bytes and on floats, it matches ref_prep within 1e-6 relative at
+ * shapes 1x1x1, 7x5x3 (primes) and 32x32x3 (poisoned outputs); with
+ * augmentation it is the same crop, flip and jitter (the same draws) with
+ * the normalisation last, the padding black before it (-mean/std after) and
+ * the cutout 0 after it; through ct_augsrc the same. */
+static void test_prep(void **state) {
+    (void)state;
+    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {32, 32, 3}, {6, 4, 4}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int H = shapes[s][0], W = shapes[s][1], C = shapes[s][2], N = H * W * C;
+        uint8_t *img = malloc((size_t)N);
+        float *a = malloc(sizeof(float) * N), *f = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+        double *ref = malloc(sizeof(double) * N), mean[4], std[4];
+        rand_bytes(img, (size_t)N, 40 + s);
+        ct_rng r = ct_rng_make(3, 4, s);
+        ct_augment au = ct_augment_default(CT_AUG_NONE); /* standardize on: the normalisation replaces it */
+        au.prep.c = C;
+        for (int k = 0; k < C; k++) {
+            au.prep.mean[k] = (float)(ct_rng_uniform(&r) * 2 - 0.5);
+            au.prep.std[k] = (float)(0.05 + ct_rng_uniform(&r) * 2);
+            mean[k] = au.prep.mean[k];
+            std[k] = au.prep.std[k];
+        }
+        assert_int_equal(ct_augment_check(&au), 0);
+        ref_prep(ref, img, (long)H * W, C, mean, std);
+        for (int i = 0; i < N; i++) f[i] = (float)img[i] * K255;
+        for (int path = 0; path < 2; path++) {
+            for (int i = 0; i < N; i++) a[i] = NAN;
+            if (path) ct_augment_apply_f(&au, f, H, W, C, a, NULL);
+            else ct_augment_apply(&au, img, H, W, C, a, NULL);
+            double worst = 0;
+            for (int i = 0; i < N; i++) {
+                double e = fabs(a[i] - ref[i]) / (fabs(ref[i]) > 1 ? fabs(ref[i]) : 1);
+                worst = e > worst || isnan(e) ? (isnan(e) ? INFINITY : e) : worst;
+            }
+            if (worst > 1e-6) fprintf(stderr, "# %dx%dx%d path %d: max rel error %g\n", H, W, C, path, worst);
+            assert_true(worst <= 1e-6);
+        }
+        /* with augmentation: the plain chain (no standardisation), then the normalisation, bit for bit */
+        for (int level = CT_AUG_BASIC; level <= CT_AUG_SHIFT; level++)
+            for (uint64_t k = 0; k < 12; k++) {
+                ct_augment plain = ct_augment_default(level), norm = plain;
+                plain.standardize = 0;
+                norm.prep = au.prep;
+                norm.pad = plain.pad = 2;
+                ct_rng r1 = ct_rng_make(9, 2, k), r2 = ct_rng_make(9, 2, k);
+                ct_augment_apply(&plain, img, H, W, C, b, &r1);
+                ct_prep_apply(&au.prep, b, (size_t)H * W);
+                ct_augment_apply(&norm, img, H, W, C, a, &r2);
+                assert_memory_equal(a, b, sizeof(float) * N);
+                assert_int_equal(ct_rng_next(&r1), ct_rng_next(&r2));
+            }
+        /* the padding is black before the normalisation: a crop at the far corner shows -mean/std there */
+        if (H > 1) {
+            ct_augment sh = ct_augment_default(CT_AUG_SHIFT);
+            sh.prep = au.prep;
+            sh.pad = 1;
+            int seen = 0;
+            for (uint64_t k = 0; k < 64 && !seen; k++) {
+                ct_rng r1 = ct_rng_make(1, 1, k);
+                ct_augment_apply(&sh, img, H, W, C, a, &r1);
+                ct_rng r2 = ct_rng_make(1, 1, k);
+                int dy = (int)ct_rng_below(&r2, 3);
+                if (dy != 0) continue;
+                seen = 1; /* dy 0: row 0 is padding */
+                for (int x = 0; x < W; x++)
+                    for (int c = 0; c < C; c++) assert_true(fabs(a[x * C + c] - (0 - mean[c]) / std[c]) < 1e-6);
+            }
+            assert_true(seen);
+        }
+        free(img); free(a); free(f); free(b); free(ref);
+    }
+    /* cutout zeroes after the normalisation (the mean colour) */
+    enum { S = 8, C3 = 3 };
+    uint8_t img[S * S * C3];
+    float a[S * S * C3];
+    rand_bytes(img, sizeof img, 77);
+    ct_augment cu = ct_augment_default(CT_AUG_BASIC);
+    cu.standardize = 0;
+    cu.cutout = 4;
+    cu.prep = (ct_prep){.c = 3, .mean = {0.9f, 0.9f, 0.9f}, .std = {0.1f, 0.1f, 0.1f}};
+    ct_rng r = ct_rng_make(5, 0, 1);
+    ct_augment_apply(&cu, img, S, S, C3, a, &r);
+    int zeros = 0;
+    for (int i = 0; i < S * S * C3; i++) zeros += a[i] == 0.0f;
+    assert_true(zeros >= 4 * C3);
+    /* bad settings */
+    ct_augment bad = ct_augment_default(CT_AUG_NONE);
+    bad.prep.c = 1;
+    bad.prep.std[0] = 0;
+    assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
+    bad.prep.std[0] = 1;
+    bad.prep.mean[0] = NAN;
+    assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
+    bad.prep.mean[0] = 0;
+    bad.prep.c = CT_PREP_MAX + 1;
+    assert_int_equal(ct_augment_check(&bad), CT_EINPUT);
+    /* through the augmenting source (image folders, arrays): level none with a normalisation is not a pass-through */
+    ramp_ctx rc;
+    for (int i = 0; i < 48; i++) rc.v[i] = (float)((i * 7) % 13) / 13;
+    ct_source inner = {.n = 5, .h = 4, .w = 4, .c = 3, .n_classes = 3, .ctx = &rc, .load = ramp_load};
+    ct_augment none = ct_augment_images(CT_AUG_NONE, 4);
+    none.prep = (ct_prep){.c = 3, .mean = {0.1f, 0.2f, 0.3f}, .std = {0.5f, 0.25f, 2.0f}};
+    ct_augsrc_ctx c0;
+    ct_source s0;
+    assert_int_equal(ct_augsrc_init(&s0, &c0, &inner, &none), 0);
+    float plain[48], got[48];
+    int32_t l0, l1;
+    assert_int_equal(ramp_load(&rc, 2, plain, &l0, NULL), 0);
+    ct_rng r0 = ct_rng_make(1, 0, 2);
+    assert_int_equal(s0.load(s0.ctx, 2, got, &l1, &r0), 0);
+    for (int i = 0; i < 48; i++) assert_true(fabs(got[i] - (plain[i] - none.prep.mean[i % 3]) / none.prep.std[i % 3]) < 1e-6);
+}
+
 /* Cutout: after everything else, an N x N square (clipped at the border)
  * is zero and the rest equals the augmentation without cutout; the square's
  * centre is the last draw. */
@@ -571,8 +689,8 @@ static void test_cutout(void **state) {
     ct_augment au = ct_augment_default(CT_AUG_NONE);
     au.cutout = Q; /* evaluation: never */
     ct_augment_apply(&au, img, S, S, C, b, NULL);
-    ct_augment_apply(&(ct_augment){ct_augment_default(CT_AUG_NONE).level, 4, 63.0f / 255, 0.2f, 1.8f, 1, 0, 0, 0, 0, 0}, img, S, S,
-                     C, a, NULL);
+    ct_augment_apply(&(ct_augment){.level = CT_AUG_NONE, .pad = 4, .max_brightness = 63.0f / 255, .contrast_lo = 0.2f,
+                                   .contrast_hi = 1.8f, .standardize = 1}, img, S, S, C, a, NULL);
     assert_memory_equal(a, b, sizeof a);
     au.cutout = -1;
     assert_int_equal(ct_augment_check(&au), CT_EINPUT);
@@ -743,6 +861,7 @@ int main(void) {
         cmocka_unit_test(test_float_path_matches),
         cmocka_unit_test(test_resized_crop),
         cmocka_unit_test(test_augsrc),
+        cmocka_unit_test(test_prep),
         cmocka_unit_test(test_cutout),
         cmocka_unit_test(test_translate_reflect),
         cmocka_unit_test(test_alternate_flip),

@@ -13,6 +13,7 @@
 #include "ct_files.h"
 
 #include "cltrain/datasets.h"
+#include "cltrain/ref.h"
 #include <math.h>
 #include <string.h>
 
@@ -153,6 +154,70 @@ static void test_cifar(void **state) {
     ct_data_close(&d);
 }
 
+/* A model's mean= and std= (ct_data_prepare): MNIST gets the scale and shift that give
+ * (x / 255 - mean) / std; CIFAR's sources give the normalisation in place of
+ * standardisation, on both splits (the float64 reference within 1e-6); a count other than
+ * the images' channels is refused, naming the set. */
+static void test_prepare(void **state) {
+    (void)state;
+    char dir[300];
+    fresh_dir(dir, sizeof dir);
+    write_idx(dir, "train", 4);
+    write_idx(dir, "t10k", 2);
+    ct_data_opts o;
+    ct_data_opts_defaults(&o);
+    o.path = dir;
+    ct_data d;
+    const ct_dataset_def *set = ct_dataset_find("mnist");
+    assert_int_equal(ct_data_open(&d, set, &o), 0);
+    ct_prep p1 = {.c = 1, .mean = {0.1307f}, .std = {0.3081f}}, none = {0};
+    float scale = 1.0f / 255, shift = 0;
+    assert_int_equal(ct_data_prepare(&d, &none, &scale, &shift), 0);
+    assert_true(scale == 1.0f / 255 && shift == 0);
+    assert_int_equal(ct_data_prepare(&d, &p1, &scale, &shift), 0);
+    for (int v = 0; v < 256; v += 5) {
+        double want = (v / 255.0 - 0.1307f) / 0.3081f;
+        assert_true(fabs(v * scale + shift - want) < 1e-6 * fmax(1, fabs(want)));
+    }
+    ct_data_close(&d);
+    ct_prep p3 = {.c = 3, .mean = {0.4914f, 0.4822f, 0.4465f}, .std = {0.2470f, 0.2435f, 0.2616f}};
+    assert_int_equal(ct_data_open(&d, set, &o), 0);
+    assert_int_equal(ct_data_prepare(&d, &p3, &scale, &shift), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), dir));
+    assert_non_null(strstr(ct_last_error(), "3 channels, but these images have 1"));
+    ct_data_close(&d);
+
+    fresh_dir(dir, sizeof dir);
+    write_cifar(dir, 2);
+    set = ct_dataset_find("cifar10");
+    assert_int_equal(ct_data_open(&d, set, &o), 0);
+    assert_int_equal(ct_data_prepare(&d, &p3, &scale, &shift), 0);
+    float x[3072];
+    double ref[3072], mean[3], std[3];
+    for (int k = 0; k < 3; k++) mean[k] = p3.mean[k], std[k] = p3.std[k];
+    uint8_t hwc[3072];
+    const ct_dataset *ds = d.test;
+    memcpy(hwc, ds->images + 3072, 3072); /* test image 1, HWC as loaded */
+    ref_prep(ref, hwc, 1024, 3, mean, std);
+    int32_t label;
+    for (int i = 0; i < 3072; i++) x[i] = NAN;
+    assert_int_equal(d.src[1]->load(d.src[1]->ctx, 1, x, &label, NULL), 0);
+    for (int i = 0; i < 3072; i++) assert_true(fabs(x[i] - ref[i]) <= 1e-6 * fmax(1, fabs(ref[i])));
+    ct_rng r = ct_rng_make(1, 0, 0);
+    assert_int_equal(d.src[0]->load(d.src[0]->ctx, 0, x, &label, &r), 0); /* training: augmented, then normalised */
+    for (int i = 0; i < 3072; i++) assert_true(isfinite(x[i]) && fabs(x[i]) < 20);
+    assert_true(d.cctx[0].aug.prep.c == 3 && d.cctx[0].aug.prep.std[2] == p3.std[2]);
+    ct_data_close(&d);
+    ct_ckpt_data rec = {.kind = "cifar10", .classes = 10};
+    assert_int_equal(ct_data_reopen(&d, set, &rec, dir, 1, 32, 3), 0);
+    assert_int_equal(ct_data_prepare(&d, &p3, &scale, &shift), 0);
+    for (int i = 0; i < 3072; i++) x[i] = NAN;
+    assert_int_equal(d.src[1]->load(d.src[1]->ctx, 1, x, &label, NULL), 0);
+    for (int i = 0; i < 3072; i++) assert_true(fabs(x[i] - ref[i]) <= 1e-6 * fmax(1, fabs(ref[i])));
+    ct_data_close(&d);
+}
+
 int main(void) {
     (void)read_bytes; /* ct_files.h helper this test does not need */
     if (ct_tmp_root_make("datasets")) return 1;
@@ -160,6 +225,7 @@ int main(void) {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_mnist),
         cmocka_unit_test(test_cifar),
+        cmocka_unit_test(test_prepare),
     };
     return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

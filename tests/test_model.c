@@ -236,6 +236,23 @@ static const bad_case bad_cases[] = {
     {"height outside [net]", NET "[dense]\noutputs=3\nheight=8\n[softmax]\n", 8, 0, "[dense] takes no key 'height'"},
     {"a key in [softmax]", NET TAIL "outputs=3\n", 9, 0, "[softmax] takes no key 'outputs'"},
     {"keys on the header line", NET "[conv] filters=4 size=3\nfilters=4\nsize=3\n" TAIL, 6, 0, "filters=4 size=3"},
+    /* the input normalisation: a key's own line is named */
+#define NET3 "[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n" /* lines 1-5 */
+    {"mean of the wrong count", NET3 "mean=0.5,0.5\nstd=0.2,0.2,0.2\n" TAIL, 6, 0, "mean= has 2 values but channels=3"},
+    {"std of the wrong count", NET3 "mean=0.5,0.5,0.5\nstd=0.2,0.2,0.2,0.2\n" TAIL, 7, 0, "std= has 4 values but channels=3"},
+    {"std = 0", NET3 "mean=0.5,0.5,0.5\nstd=0.2,0,0.2\n" TAIL, 7, 0, "std=0.2,0,0.2: value 2 (0) must be > 0"},
+    {"std < 0", NET3 "mean=0.5,0.5,0.5\nstd=0.2,0.2,-1\n" TAIL, 7, 0, "value 3 (-1) must be > 0"},
+    {"mean not a number", NET3 "mean=0.5,red,0.5\nstd=0.2,0.2,0.2\n" TAIL, 6, 0, "mean=0.5,red,0.5: value 2 is not a number"},
+    {"mean nan", NET3 "mean=nan,0.5,0.5\nstd=0.2,0.2,0.2\n" TAIL, 6, 0, "value 1 (nan) is not a finite number"},
+    {"std inf", NET3 "std=0.2,inf,0.2\nmean=0.5,0.5,0.5\n" TAIL, 6, 0, "std=0.2,inf,0.2"},
+    {"mean with a blank separator", NET3 "mean=0.5 0.5 0.5\nstd=0.2,0.2,0.2\n" TAIL, 6, 0, "separate the values with commas"},
+    {"mean empty", NET3 "mean=\nstd=0.2,0.2,0.2\n" TAIL, 6, 0, "mean=: value 1 is not a number"},
+    {"a trailing comma", NET3 "mean=0.5,0.5,0.5,\nstd=0.2,0.2,0.2\n" TAIL, 6, 0, "value 4 is not a number"},
+    {"mean without std", NET3 "mean=0.5,0.5,0.5\n" TAIL, 6, 0, "mean= without std="},
+    {"std without mean", NET3 "classes=3\nstd=0.5,0.5,0.5\n" TAIL, 7, 0, "std= without mean="},
+    {"mean outside [net]", NET3 "[dense]\noutputs=3\nmean=0.5\n[softmax]\n", 8, 0, "[dense] takes no key 'mean'"},
+    {"more than 16 channels", "[net]\nheight=8\nwidth=8\nchannels=17\nclasses=3\nmean=0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0\n"
+     "std=1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1\n" TAIL, 6, 0, "more than 16 values"},
     /* a long line was split by inih into two: outputs=10 then 5 */
     {"a line of 300 bytes", NET "[dense]\noutputs=3                                                                     "
      "                                                                                                          "
@@ -265,6 +282,42 @@ static void test_bad_cfgs(void **state) {
         }
         ct_model_free(&m);  /* safe after a failed parse */
     }
+}
+
+/* [net] mean= and std= reach the model (one value per channel, blanks allowed), none without them */
+static void test_net_normalisation(void **state) {
+    (void)state;
+    ct_model m;
+    assert_int_equal(ct_model_parse(&m, NET3 "mean = 0.4914, 0.4822,0.4465 ; CIFAR-10's\nstd=0.2470,0.2435,0.2616\n" TAIL,
+                                    "ok.cfg"), 0);
+    assert_int_equal(m.prep.c, 3);
+    assert_true(m.prep.mean[1] == 0.4822f && m.prep.std[2] == 0.2616f);
+    char d[200];
+    ct_prep_describe(&m.prep, d, sizeof d);
+    assert_string_equal(d, "mean=0.4914,0.4822,0.4465 std=0.247,0.2435,0.2616");
+    assert_false(ct_prep_is_unit(&m.prep));
+    ct_model_free(&m);
+    assert_int_equal(ct_model_parse(&m, NET "mean=0\nstd=1\n" TAIL, "ok.cfg"), 0);
+    assert_true(m.prep.c == 1 && ct_prep_is_unit(&m.prep));
+    ct_model_free(&m);
+    assert_int_equal(ct_model_parse(&m, NET TAIL, "ok.cfg"), 0);
+    assert_int_equal(m.prep.c, 0);
+    ct_model_free(&m);
+    /* reshaped to a set of another channel count, the counts no longer match: refused, naming the key */
+    char path[] = "/tmp/ct-prep-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *txt = NET3 "mean=0.5,0.5,0.5\nstd=0.25,0.25,0.25\n" TAIL;
+    assert_int_equal(write(fd, txt, strlen(txt)), (int)strlen(txt));
+    close(fd);
+    assert_int_equal(ct_model_load_shaped(&m, path, 8, 8, 1, 3), CT_EINPUT);
+    fprintf(stderr, "# %s\n", ct_last_error());
+    assert_non_null(strstr(ct_last_error(), "mean= has 3 values but channels=1"));
+    ct_model_free(&m);
+    assert_int_equal(ct_model_load_shaped(&m, path, 16, 16, 3, 5), 0);
+    assert_int_equal(m.prep.c, 3);
+    ct_model_free(&m);
+    unlink(path);
 }
 
 static void test_load_errors(void **state) {
@@ -502,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_parse_formats),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_bad_cfgs),
+        cmocka_unit_test(test_net_normalisation),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_layer_table),
         cmocka_unit_test(test_long_lines),

@@ -5,12 +5,32 @@
  * state are bit-identical (byte for byte, so -0 differs from 0 and NaN from
  * NaN only if its bits do). A third says how many leading layers have
  * bit-identical trained parameters (weights, biases, batch norm's gamma and
- * beta: --freeze N leaves N). Exit 0, or 2 when a file is bad or the models differ. */
+ * beta: --freeze N leaves N). Two models that differ only in their input
+ * preparation ([net] mean= and std=) are compared, and a last line says so.
+ * Exit 0, or 2 when a file is bad or the models differ. */
 #include "cltrain/checkpoint.h"
 #include "cltrain/common.h"
 #include "cltrain/layer.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* the model text without its mean= and std= lines (the layers, which the parameters belong to), malloc'd */
+static char *layers_only(const char *cfg) {
+    char *out = malloc(strlen(cfg) + 1), *o = out;
+    for (const char *p = cfg; *p;) {
+        const char *e = strchr(p, '\n'), *q = p;
+        size_t len = e ? (size_t)(e - p + 1) : strlen(p);
+        while (*q == ' ' || *q == '\t') q++;
+        if (strncmp(q, "mean", 4) && strncmp(q, "std", 3)) {
+            memcpy(o, p, len);
+            o += len;
+        }
+        p += len;
+    }
+    *o = 0;
+    return out;
+}
 
 int main(int argc, char **argv) {
     if (argc != 3) {
@@ -22,7 +42,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ckpt-diff: %s\n", ct_last_error());
         return 2;
     }
-    if (a.n_params != b.n_params || strcmp(a.cfg, b.cfg)) {
+    char *la = layers_only(a.cfg), *lb = layers_only(b.cfg);
+    int same_layers = !strcmp(la, lb), prep_differs = same_layers && strcmp(a.cfg, b.cfg);
+    free(la);
+    free(lb);
+    if (a.n_params != b.n_params || !same_layers) {
         fprintf(stderr, "ckpt-diff: %s and %s hold different models\n", argv[1], argv[2]);
         return 2;
     }
@@ -58,6 +82,7 @@ int main(int argc, char **argv) {
         printf("leading layers with bit-identical trained parameters: %d of %d (%d with parameters)\n", lead, m.n_layers, with);
         ct_model_free(&m);
     }
+    if (prep_differs) printf("the models differ in their input preparation ([net] mean= and std=) only\n");
     ct_ckpt_free(&a);
     ct_ckpt_free(&b);
     return 0;

@@ -13,6 +13,7 @@
 #define CLTRAIN_AUGMENT_H
 #include <stdint.h>
 #include "cltrain/common.h"
+#include "cltrain/prep.h"
 #include "cltrain/source.h"
 
 /* SHIFT is the padded crop alone (a translation by up to `pad` pixels): it
@@ -33,6 +34,9 @@ typedef struct ct_augment {
                            * --translate N, a translation by up to N = pad pixels; pad < h and < w */
     int alternate;        /* 1 (--flip alternate): basic and full flip each image in every other epoch, starting
                            * from a random choice of its own (rng->fixed, rng->epoch), instead of at random */
+    ct_prep prep;         /* c > 0: the model's normalisation (x / 255 - mean) / std per channel in place of
+                           * standardize, after the pixel steps and before the cutout; the crop's padding is
+                           * black (0 before it), as torchvision's RandomCrop before Normalize */
 } ct_augment;
 
 /* The tutorial's settings at `level`: pad 4, brightness 63/255, contrast
@@ -58,10 +62,12 @@ int ct_augment_parse_flip(ct_augment *a, const char *s);
 int ct_augment_check_size(const ct_augment *a, int h, int w);
 
 /* CT_EINPUT (message names the field) unless level is 0..3, pad 0..1024,
- * max_brightness >= 0 and 0 <= contrast_lo <= contrast_hi, all finite. */
+ * max_brightness >= 0 and 0 <= contrast_lo <= contrast_hi, all finite, and
+ * prep has 0..CT_PREP_MAX channels with finite means and stds > 0. */
 int ct_augment_check(const ct_augment *a);
 
 /* Augment one image. src: h*w*c bytes, HWC; dst: h*w*c floats, HWC.
+ * With a->prep.c > 0, c must equal it (checked).
  * Random numbers are drawn from rng in this order: crop dy, crop dx, flip
  * (basic and full), brightness, contrast (full). At level 0 rng is not used
  * and may be NULL. a must pass ct_augment_check (checked: a bad one aborts). */

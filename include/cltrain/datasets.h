@@ -111,6 +111,8 @@ typedef struct ct_data {
     ct_cifar_ctx cctx[2];
     ct_augment aug;
     ct_augsrc_ctx actx;
+    ct_augsrc_ctx actx1;       /* image sets and arrays with a model's normalisation: the test split's */
+    ct_prep prep;              /* ct_data_prepare's, or none */
     ct_imageset img;
     ct_arrays arr;
 } ct_data;
@@ -172,6 +174,16 @@ const char *ct_dataset_list(void);
 int ct_data_open(ct_data *d, const ct_dataset_def *def, const ct_data_opts *o);
 int ct_data_reopen(ct_data *d, const ct_dataset_def *def, const ct_ckpt_data *rec, const char *path, uint64_t seed,
                    int h, int c);
+/* Prepare both splits' samples as a model whose [net] has mean= and std=
+ * wants them (p->c > 0; p->c 0 leaves the set's own preparation): in
+ * place of the set's default (CIFAR's per-image standardisation, x / 255
+ * elsewhere) after augmentation's pixel steps. For a set read without
+ * producers (MNIST; d->src[k] NULL) *scale and *shift become the affine map
+ * that gives the same (one channel): x * scale + shift; otherwise they are
+ * left alone. Call after ct_data_open or ct_data_reopen. CT_EINPUT naming
+ * what when p->c is not the images' channel count. */
+int ct_data_prepare(ct_data *d, const ct_prep *p, float *scale, float *shift);
+
 /* Frees everything d owns and zeroes it; safe on a zeroed or closed d. */
 void ct_data_close(ct_data *d);
 #endif

@@ -20,18 +20,23 @@ enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_D
 /* A parsed section: every key any layer takes, with the defaults set before
  * the section's own keys are read. has: bit (1 << index in the section's key
  * list) for each key given. */
+/* a CT_KEY_FLOATS value: up to CT_PREP_MAX numbers and the line they were on */
+typedef struct ct_key_list { int n, line; float v[CT_PREP_MAX]; } ct_key_list;
+
 typedef struct ct_sect {
     const char *file;  /* for messages */
     int line;          /* the [section] header's line */
     const char *kind;  /* the section name as written */
     int height, width, channels, classes;      /* [net] */
+    ct_key_list mean, std;                     /* [net]: the input normalisation (prep.h) */
     int filters, size, stride, pad, outputs, act, from, projection;
     float prob;
     unsigned has;
 } ct_sect;
 
-enum { CT_KEY_INT, CT_KEY_PROB, CT_KEY_ACT };
-/* A key a section takes: an int in [lo, hi], a probability in [0, 1) or an activation, stored at off in ct_sect. */
+enum { CT_KEY_INT, CT_KEY_PROB, CT_KEY_ACT, CT_KEY_FLOATS };
+/* A key a section takes: an int in [lo, hi], a probability in [0, 1), an activation, or a comma-separated
+ * list of finite numbers (a ct_key_list; lo 1: each > 0), stored at off in ct_sect. */
 typedef struct ct_key { const char *name; int type, lo, hi; size_t off; } ct_key;
 #define CT_KEY(field, t, lo, hi) {#field, t, lo, hi, offsetof(ct_sect, field)}
 #define CT_KEY_ACTIVATION {"activation", CT_KEY_ACT, 0, 0, offsetof(ct_sect, act)}

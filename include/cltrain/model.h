@@ -8,6 +8,7 @@
 #ifndef CLTRAIN_MODEL_H
 #define CLTRAIN_MODEL_H
 #include "cltrain/gemm.h"
+#include "cltrain/prep.h"
 
 /* activations, fused into the layers' kernels: same values as kernels/prelude.cl, whose
  * CT_ACT and CT_ACT_BWD hold one line for each */
@@ -86,6 +87,7 @@ typedef struct ct_model {
     char name[256];
     char *cfg;                  /* the definition as text, kept for checkpoints */
     int in_h, in_w, in_c, n_classes;
+    ct_prep prep;               /* [net] mean= and std=: how inputs are prepared (c 0: the data set's way) */
     int n_layers;
     ct_layer layers[CT_MAX_LAYERS];
     size_t n_params;

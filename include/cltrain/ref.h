@@ -77,4 +77,6 @@ void ref_sgd(float *p, float *mom, const float *g, long n, float lr, float momen
 void ref_nesterov(float *p, float *mom, const float *g, long n, float lr, float momentum, float wd);
 /* the lookahead's update (cltrain/lookahead.h): avg += w (p - avg); p = avg */
 void ref_lookahead(float *p, float *avg, long n, double w);
+/* input normalisation (prep.h): out[i, k] = (in[i, k] / 255 - mean[k]) / std[k] over px pixels of c channels */
+void ref_prep(double *out, const uint8_t *in, long px, int c, const double *mean, const double *std);
 #endif

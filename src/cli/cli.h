@@ -48,8 +48,10 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_num(const char *opt, const char *s, double lo, double hi, double *out);
 /* exit status of a training command: 130 / 143 when a signal stopped it */
 int train_exit(int rc, const ct_train_result *res);
-/* Load --model once and drop it, so a bad one fails before seconds of data loading. */
-int cli_check_model(const ct_train_opts *o);
+/* Load --model (or the --resume / --init checkpoint's model) once and drop
+ * it, so a bad one fails before seconds of data loading; *prep: its input
+ * preparation ([net] mean= and std=), for ct_data_prepare. */
+int cli_check_model(const ct_train_opts *o, ct_prep *prep);
 
 /* the commands (main.c dispatches) and the help of those with their own options */
 int cmd_train(const ct_dataset_def *set, int argc, char **argv); /* cltrain mnist|fashion-mnist|cifar10|cifar100|images|arrays */

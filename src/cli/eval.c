@@ -84,6 +84,9 @@ int cmd_eval(int argc, char **argv) {
         snprintf(why, sizeof why, "%s", ct_last_error());
         rc = ct_fail(rc, "%s (where %s was trained from; give --data DIR if the set has moved)", why, path);
     }
+    /* the model's own preparation ([net] mean= and std=) in place of the set's */
+    float scale = o->scale, shift = o->shift;
+    if (!rc) rc = ct_data_prepare(&d, &m.prep, &scale, &shift);
     const ct_dataset *test = d.test;
     if (!rc) rc = ct_model_check_input(&m, test->h, test->w, test->c, test->n_classes, data,
                                        "give --data the data set the checkpoint was trained on");
@@ -93,7 +96,7 @@ int cmd_eval(int argc, char **argv) {
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         ct_eval_result ev;
-        rc = ct_evaluate(&m, test, d.src[1], o->limit_test, o->scale, o->shift, o->tta, &ev);
+        rc = ct_evaluate(&m, test, d.src[1], o->limit_test, scale, shift, o->tta, &ev);
         printf("%s: model %s, %d parameters, trained %lld step%s on %s\n", path, ck.model_name, (int)ck.n_params,
                (long long)ck.next_batch, ck.next_batch == 1 ? "" : "s", d.name);
         ct_eval_print(&ev, test->class_names, stdout, 1);

@@ -112,7 +112,8 @@ static const opt_def opt_table[] = {
      "and of both shifted 1 pixel up-left and down-right) [none]"},
     {"augment", 1, O_AUGMENT, T, CT_DS_AUGMENT, "none|shift|basic|full",
      "shift: padded crop (translation), no flip; basic: crop + flip;\n"
-     "full: + brightness/contrast [cifar: full, always standardised; images:\n"
+     "full: + brightness/contrast [cifar: full, standardised unless the model's\n"
+     "[net] has mean= and std=; images:\n"
      "shift (a flip can change a digit's class); basic/full: a random-resized\n"
      "crop above 32x32; arrays: none]"},
     {"cutout", 1, O_CUTOUT, T, CT_DS_AUGMENT, "N", "after augmenting, zero an NxN square at a random centre [0: off]"},
@@ -508,10 +509,19 @@ int cli_parse_train(int argc, char **argv, cli_opts *co) {
     return ct_train_check_files(o);
 }
 
-int cli_check_model(const ct_train_opts *o) {
-    if (o->resume || o->init) return 0; /* the checkpoint holds the model */
+int cli_check_model(const ct_train_opts *o, ct_prep *prep) {
+    memset(prep, 0, sizeof *prep);
     ct_model probe;
+    if (o->resume || o->init) { /* the checkpoint holds the model; one that does not load is ct_train's to report */
+        ct_ckpt ck;
+        if (ct_ckpt_load(&ck, o->resume ? o->resume : o->init)) return 0;
+        if (!ct_model_parse(&probe, ck.cfg, ck.model_name)) *prep = probe.prep;
+        ct_model_free(&probe);
+        ct_ckpt_free(&ck);
+        return 0;
+    }
     int rc = ct_model_load(&probe, o->model);
+    if (!rc) *prep = probe.prep;
     ct_model_free(&probe);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* cli/predict.c: `cltrain predict CHECKPOINT IMG...`: each image decoded at
  * the model's input size, prepared as its data set prepared training
- * samples (the data-set table says whether that standardises), and its top
+ * samples (the model's [net] mean= and std=, else the data-set table says
+ * whether that standardises), and its top
  * classes with probabilities. Tested by tests/images.sh and tests/onnx.sh. */
 #include "cli.h"
 #include "cltrain/augment.h"
@@ -110,9 +111,12 @@ int cmd_predict(int argc, char **argv) {
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         m.training = 0;
-        /* the same preparation as training: x / 255, or per-image standardisation for CIFAR models */
+        /* the same preparation as training: the model's own ([net] mean= and std=), else its data set's:
+         * x / 255, or per-image standardisation for CIFAR models */
         const ct_dataset_def *set = ct_dataset_find_kind(ck.data.kind);
-        int standardize = set && set->standardize;
+        int standardize = !m.prep.c && set && set->standardize;
+        if (m.prep.c && m.prep.c != m.in_c)
+            rc = ct_fail(CT_EINPUT, "%s: its model's mean= and std= name %d channels, its input has %d", path, m.prep.c, m.in_c);
         size_t sz = (size_t)m.in_h * m.in_w * m.in_c;
         uint8_t *u8 = ct_xmalloc(sz);
         float *x = ct_xmalloc(sz * B * sizeof(float)), *logits = ct_xmalloc(sizeof(float) * (size_t)B * m.n_classes);
@@ -126,7 +130,7 @@ int cmd_predict(int argc, char **argv) {
             else fprintf(stderr, "cltrain: %s holds no class names and its data set is not at %s: classes are shown by index\n",
                          path, ck.data.path[0] ? ck.data.path : "(none)");
         }
-        for (int i = 0; i < n_img;) {
+        for (int i = 0; !rc && i < n_img;) {
             int b = 0;
             for (; i < n_img && b < B; i++) {
                 if (ct_image_decode(imgs[i], m.in_h, m.in_c, u8)) {
@@ -136,7 +140,8 @@ int cmd_predict(int argc, char **argv) {
                 }
                 if (fpix) fwrite(u8, 1, sz, fpix);
                 for (size_t k = 0; k < sz; k++) x[b * sz + k] = u8[k] / 255.0f;
-                if (standardize) ct_augment_standardize(x + b * sz, sz);
+                if (m.prep.c) ct_prep_apply(&m.prep, x + b * sz, sz / (size_t)m.in_c);
+                else if (standardize) ct_augment_standardize(x + b * sz, sz);
                 who[b++] = imgs[i];
             }
             if (!b) continue;

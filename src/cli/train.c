@@ -91,10 +91,12 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
                                                   : cli_parse_train(argc, argv, &c);
     if (!rc && set->check) rc = set->check(&c.data);
     if (!rc && c.curves_png && ct_world.rank == 0) rc = ct_file_probe_write(c.curves_png, "--curves-png"); /* before hours of training */
-    if (!rc) rc = cli_check_model(o);
+    ct_prep prep;
+    if (!rc) rc = cli_check_model(o, &prep);
     if (!rc) resume_seed(&c);
     ct_data d;
-    if (!rc) rc = ct_data_open(&d, set, &c.data);
+    if (!rc && !(rc = ct_data_open(&d, set, &c.data)) && (rc = ct_data_prepare(&d, &prep, &o->scale, &o->shift)))
+        ct_data_close(&d);
     if (rc) {
         ct_tfr_files_free(&tf);
         return cli_fail(rc);

@@ -74,6 +74,12 @@ int ct_augment_check(const ct_augment *a) {
     if (!isfinite(a->contrast_lo) || !isfinite(a->contrast_hi) || a->contrast_lo < 0 || a->contrast_lo > a->contrast_hi)
         return ct_fail(CT_EINPUT, "augment: contrast range [%g, %g]; use 0 <= lo <= hi (0.2, 1.8)",
                        a->contrast_lo, a->contrast_hi);
+    if (a->prep.c < 0 || a->prep.c > CT_PREP_MAX)
+        return ct_fail(CT_EINPUT, "augment: normalisation of %d channels; use 0..%d", a->prep.c, CT_PREP_MAX);
+    for (int k = 0; k < a->prep.c; k++)
+        if (!isfinite(a->prep.mean[k]) || !isfinite(a->prep.std[k]) || !(a->prep.std[k] > 0))
+            return ct_fail(CT_EINPUT, "augment: channel %d's normalisation mean %g std %g; use finite values, std > 0", k,
+                           a->prep.mean[k], a->prep.std[k]);
     return 0;
 }
 
@@ -169,10 +175,11 @@ static void cutout(const ct_augment *a, float *dst, int h, int w, int c, ct_rng 
             memset(dst + ((size_t)y * w + x) * c, 0, sizeof *dst * (size_t)c);
 }
 
-/* The steps after the crop (or a resized crop): jitter, standardize, cutout. */
+/* The steps after the crop (or a resized crop): jitter, the model's normalisation or standardize, cutout. */
 static void finish(const ct_augment *a, float *dst, int h, int w, int c, ct_rng *rng) {
     if (a->level != CT_AUG_NONE) jitter(a, dst, h, w, c, rng);
-    if (a->standardize) ct_augment_standardize(dst, (size_t)h * w * c);
+    if (a->prep.c) ct_prep_apply(&a->prep, dst, (size_t)h * w);
+    else if (a->standardize) ct_augment_standardize(dst, (size_t)h * w * c);
     cutout(a, dst, h, w, c, rng);
 }
 
@@ -245,13 +252,14 @@ static void standardized_crop(const ct_augment *a, float *img, int h, int w, int
 void ct_augment_apply(const ct_augment *a, const uint8_t *src, int h, int w, int c, float *dst, ct_rng *rng) {
     CT_ASSERT(a && src && dst && h > 0 && w > 0 && c > 0);
     CT_ASSERT(ct_augment_check(a) == 0 && (!a->resized_crop || a->level == CT_AUG_SHIFT));
+    CT_ASSERT(!a->prep.c || a->prep.c == c);
     if (a->level == CT_AUG_NONE) {
         ct_augment_crop(dst, src, h, w, c, 0, 0, 0);
     } else {
         CT_ASSERT(rng);
         uint32_t span = 2u * (uint32_t)a->pad + 1;
         int dy = (int)ct_rng_below(rng, span), dx = (int)ct_rng_below(rng, span);
-        if (a->standardize) {
+        if (a->standardize && !a->prep.c) {
             ct_augment_crop(dst, src, h, w, c, 0, 0, 0);
             standardized_crop(a, dst, h, w, c, dy, dx, rng);
             return;
@@ -316,7 +324,7 @@ void ct_augment_resize_window(float *dst, const float *src, int h, int w, int c,
 
 void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int c, float *dst, ct_rng *rng) {
     CT_ASSERT(a && src && dst && src != dst && h > 0 && w > 0 && c > 0);
-    CT_ASSERT(ct_augment_check(a) == 0);
+    CT_ASSERT(ct_augment_check(a) == 0 && (!a->prep.c || a->prep.c == c));
     size_t n = (size_t)h * w * c;
     if (a->level == CT_AUG_NONE) {
         memcpy(dst, src, n * sizeof *dst);
@@ -329,7 +337,7 @@ void ct_augment_apply_f(const ct_augment *a, const float *src, int h, int w, int
         CT_ASSERT(rng);
         uint32_t span = 2u * (uint32_t)a->pad + 1;
         int dy = (int)ct_rng_below(rng, span) - a->pad, dx = (int)ct_rng_below(rng, span) - a->pad;
-        if (a->standardize) {
+        if (a->standardize && !a->prep.c) {
             memcpy(dst, src, n * sizeof *dst);
             standardized_crop(a, dst, h, w, c, dy + a->pad, dx + a->pad, rng);
             return;

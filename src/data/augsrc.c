@@ -11,7 +11,7 @@
 static int augsrc_load(void *vctx, int index, float *dst, int32_t *label, ct_rng *rng) {
     const ct_augsrc_ctx *c = vctx;
     const ct_source *in = c->inner;
-    if (c->aug.level == CT_AUG_NONE && !c->aug.standardize) return in->load(in->ctx, index, dst, label, rng);
+    if (c->aug.level == CT_AUG_NONE && !c->aug.standardize && !c->aug.prep.c) return in->load(in->ctx, index, dst, label, rng);
     size_t n = (size_t)in->h * in->w * in->c;
     float *tmp = malloc(n * sizeof *tmp);
     if (!tmp) return ct_fail(CT_ENOMEM, "out of memory augmenting an image");

@@ -310,6 +310,37 @@ int ct_data_reopen(ct_data *d, const ct_dataset_def *def, const ct_ckpt_data *re
     return rc;
 }
 
+int ct_data_prepare(ct_data *d, const ct_prep *p, float *scale, float *shift) {
+    if (!p->c) return 0;
+    const ct_dataset *ds = d->train ? d->train : d->test;
+    CT_ASSERT(ds);
+    if (p->c != ds->c)
+        return ct_fail(CT_EINPUT, "%s: the model's mean= and std= name %d channel%s, but these images have %d; give one value "
+                       "per channel in its [net] section", d->path ? d->path : d->name, p->c, p->c == 1 ? "" : "s", ds->c);
+    d->prep = *p;
+    if (!d->def->from_files && !d->src[0] && !d->src[1]) {
+        /* in memory, x * scale + shift on the device or in the loop: (x / 255 - mean) / std is that map */
+        *scale = (float)(1.0 / (255.0 * p->std[0]));
+        *shift = (float)(-(double)p->mean[0] / p->std[0]);
+        return 0;
+    }
+    if (!d->def->from_files) { /* CIFAR: the augmenting sources of both splits, standardisation replaced */
+        for (int k = 0; k < 2; k++) d->cctx[k].aug.prep = *p;
+        return 0;
+    }
+    /* image sets and arrays: the training split's augmenting source, and one of no augmentation over the test split */
+    d->aug.prep = *p;
+    d->actx.aug.prep = *p;
+    if (d->src[1]) {
+        ct_augment none = ct_augment_images(CT_AUG_NONE, ds->h);
+        none.prep = *p;
+        int rc = ct_augsrc_init(&d->own[1], &d->actx1, d->src[1], &none);
+        if (rc) return rc;
+        d->src[1] = &d->own[1];
+    }
+    return 0;
+}
+
 void ct_data_close(ct_data *d) {
     ct_dataset_free(&d->ds[0]);
     ct_dataset_free(&d->ds[1]);

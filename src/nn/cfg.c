@@ -19,7 +19,9 @@ enum { SECT_NET = -1, SECT_SOFTMAX = -2 };
 static const ct_key net_keys[] = {
     CT_KEY(height, CT_KEY_INT, 1, 65536), CT_KEY(width, CT_KEY_INT, 1, 65536),
     CT_KEY(channels, CT_KEY_INT, 1, 4096), CT_KEY(classes, CT_KEY_INT, 2, 65536),
+    CT_KEY(mean, CT_KEY_FLOATS, 0, 0), CT_KEY(std, CT_KEY_FLOATS, 1, 0),
 };
+enum { NET_MEAN = 4, NET_STD = 5 }; /* their places in net_keys (CT_HAS) */
 
 /* one [section] being read: its kind (SECT_*, or a layer type: its index in ct_layer_table) and keys */
 typedef struct sect_kind { int kind; const ct_key *keys; int n_keys; } sect_kind;
@@ -58,6 +60,13 @@ static int set_value(ct_sect *s, const ct_key *key, const char *name, const char
             return ct_fail(CT_EINPUT, "%s:%d: activation=%s: expected one of %s", s->file, line, v, known);
         }
         *act = a;
+    } else if (key->type == CT_KEY_FLOATS) {
+        ct_key_list *l = (ct_key_list *)((char *)s + key->off);
+        const char *why;
+        if (ct_prep_parse_list(v, key->lo, l->v, &l->n, &why))
+            return ct_fail(CT_EINPUT, "%s:%d: %s=%s: %s; give one number per channel, comma-separated (e.g. "
+                           "%s=%s)", s->file, line, name, v, why, name, key->lo ? "0.2470,0.2435,0.2616" : "0.4914,0.4822,0.4465");
+        l->line = line;
     } else if (key->type == CT_KEY_PROB) {
         double d = strtod(v, &end);
         if (end == v || *end || !(d >= 0 && d < 1))
@@ -142,6 +151,21 @@ static int end_section(ct_model *m, parse_state *ps, const ct_sect *s, const sec
         if (ps->have_net || m->n_layers) return ct_fail(CT_EINPUT, "%s:%d: [net] must come first, once", s->file, s->line);
         if ((s->has & 15u) != 15u)
             return ct_fail(CT_EINPUT, "%s:%d: [net] needs height=, width=, channels= and classes=", s->file, s->line);
+        if (CT_HAS(s, NET_MEAN) != CT_HAS(s, NET_STD)) {
+            const ct_key_list *l = CT_HAS(s, NET_MEAN) ? &s->mean : &s->std;
+            return ct_fail(CT_EINPUT, "%s:%d: %s= without %s=: the input normalisation needs both (one value per channel)",
+                           s->file, l->line, CT_HAS(s, NET_MEAN) ? "mean" : "std", CT_HAS(s, NET_MEAN) ? "std" : "mean");
+        }
+        if (CT_HAS(s, NET_MEAN)) {
+            const ct_key_list *l[2] = {&s->mean, &s->std};
+            for (int j = 0; j < 2; j++)
+                if (l[j]->n != s->channels)
+                    return ct_fail(CT_EINPUT, "%s:%d: %s= has %d value%s but channels=%d; give one per channel", s->file,
+                                   l[j]->line, j ? "std" : "mean", l[j]->n, l[j]->n == 1 ? "" : "s", s->channels);
+            m->prep.c = s->channels;
+            memcpy(m->prep.mean, s->mean.v, sizeof(float) * (size_t)s->channels);
+            memcpy(m->prep.std, s->std.v, sizeof(float) * (size_t)s->channels);
+        }
         ps->have_net = 1;
         m->in_h = ps->h = s->height; m->in_w = ps->w = s->width; m->in_c = ps->c = s->channels; m->n_classes = s->classes;
         return 0;

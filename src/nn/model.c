@@ -20,6 +20,11 @@ int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, 
 void ct_model_summary(const ct_model *m, FILE *out) {
     fprintf(out, "model %s: input %dx%dx%d, %d classes, %zu parameters, %.1f MFLOP/image forward\n", m->name, m->in_h,
             m->in_w, m->in_c, m->n_classes, m->n_params, m->flops_fwd * 1e-6);
+    if (m->prep.c) {
+        char d[2 * CT_PREP_MAX * 20 + 16];
+        ct_prep_describe(&m->prep, d, sizeof d);
+        fprintf(out, "  input prepared as the model says, (x / 255 - mean) / std per channel: %s\n", d);
+    }
     for (int i = 0; i < m->n_layers; i++) {
         const ct_layer *L = &m->layers[i];
         fprintf(out, "  %2d %-9s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, ct_layer_name(L), L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);

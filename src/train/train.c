@@ -83,10 +83,11 @@ static int open_init(ct_loop *loop) {
                        ck->model_name);
     if ((rc = ct_model_parse(&loop->m, ck->cfg, ck->model_name))) return rc;
     if (loop->m.n_params != ck->n_params) return ct_fail(CT_EINPUT, "%s: parameter count does not match its model", o->init);
-    /* an import (no data set recorded) takes pixels in [0, 1]; a set that standardises each image feeds it others */
+    /* an import (no data set recorded) takes pixels in [0, 1]; a set that standardises each image feeds it others
+     * (a model with its own mean= and std= is fed as it wants by any set) */
     const ct_dataset_def *now = o->dataset ? ct_dataset_find_kind(o->dataset) : NULL,
                          *was = ck->data.kind[0] ? ct_dataset_find_kind(ck->data.kind) : NULL;
-    if (now && (was ? was->standardize : 0) != now->standardize && !o->quiet && loop->writer)
+    if (!loop->m.prep.c && now && (was ? was->standardize : 0) != now->standardize && !o->quiet && loop->writer)
         fprintf(loop->out, "note: %s was trained on %s; %s %s each image, so the model sees other inputs than it "
                 "learnt on\n", o->init, was ? was->name : "pixels in [0, 1] (an import; cltrain arrays and images give those)",
                 now->name, now->standardize ? "standardises" : "does not standardise");
