@@ -5,7 +5,8 @@
 # ../shared, or generated CIFAR images without it, for 3-channel ones) equal
 # cltrain predict's within 1e-4 relative, with the same top-1 on every image
 # (tools/onnx_check.py). CIFAR-trained models carry per-image standardisation
-# in the graph; image-folder models their class names. Refusals exit 2 with one
+# in the graph, models with [net] mean= and std= their own normalisation (and
+# cltrain.mean / cltrain.std metadata); image-folder models their class names. Refusals exit 2 with one
 # line. Needs onnx and onnxruntime in the venv of tools/setup-tensorboard.sh:
 # skipped without it, except under CI=true. Prints TAP.
 set -u
@@ -115,6 +116,16 @@ train resnet20b cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
 # which tests/import.sh reads back too
 train gelu-gmp cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
   check gelu-gmp "$tmp/gelu-gmp.ckpt" "$c3what (GELU as Erf, GlobalMaxPool)"
+# a model's own normalisation ([net] mean= and std=, in place of the standardisation): Sub and Div per channel
+norm() { awk -v m="$2" -v s="$3" '{ print } /^\[net\]/ { print "mean=" m; print "std=" s }' "$here/models/$1.cfg"; }
+norm cifar-tf 0.4914,0.4822,0.4465 0.2470,0.2435,0.2616 >"$tmp/cifar-tf-norm.cfg"
+train cifar-tf-norm cifar10 --data "$tmp/g10" --batch-size 16 --augment basic &&
+  check cifar-tf-norm "$tmp/cifar-tf-norm.ckpt" "$c3what (the model's mean= and std= in the graph)"
+imgs=("$tmp"/fm/*.png)
+norm mnist-cnn 0.2860 0.3530 >"$tmp/mnist-cnn-norm.cfg"
+train mnist-cnn-norm fashion-mnist --batch-size 16 --limit-train 256 --limit-test 16 &&
+  check mnist-cnn-norm "$tmp/mnist-cnn-norm.ckpt" "64 Fashion-MNIST test images (the model's mean= and std= in the graph)"
+imgs=("${c3[@]}")
 train cifar100-cnn cifar100 --data "$tmp/g100" --batch-size 16 --augment none &&
   check cifar100-cnn "$tmp/cifar100-cnn.ckpt" "$c3what (standardised in the graph)"
 # the VGG nets at 32x32, the smallest input their five 2x2 pools take. vgg16
@@ -135,7 +146,7 @@ if [[ -s $tmp/list ]]; then
 fi
 # a new built-in model must be added here
 all=$(cd "$here/models" && ls *.cfg | sed 's/\.cfg$//' | sort | paste -sd' ')
-got=$(printf '%s\n' $tested $skipped | grep -vx gelu-gmp | sort | paste -sd' ')
+got=$(printf '%s\n' $tested $skipped | grep -vx 'gelu-gmp\|.*-norm' | sort | paste -sd' ')
 if [[ $all == "$got" ]]; then ok "every built-in model covered (checked:$tested${skipped:+; skipped for time:$skipped})"
 else notok "every built-in model covered" "built-in: $all" "checked: $tested; skipped: $skipped"; fi
 echo "1..$n"

@@ -68,6 +68,14 @@ def check(model_path, pixels_path, logits_path, ckpt_path, names=None):
     got = meta.get("cltrain.classes", "").split("\n")
     if (names is not None and got != names.split(",")) or not got[0]:
         sys.exit(f"metadata class names {got} are not {names}")
+    if "cltrain.mean" in meta:  # a model's own normalisation: its metadata names what the graph applies
+        from onnx import numpy_helper
+        inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        for key in ("mean", "std"):
+            vals = np.array([float(v) for v in meta["cltrain." + key].split(",")], np.float32)
+            init = next((v for k, v in inits.items() if k.startswith(f"norm_{key}_")), None)
+            if init is None or not np.array_equal(init.ravel(), vals):
+                sys.exit(f"metadata cltrain.{key} {meta['cltrain.' + key]} is not the graph's norm_{key} {init}")
     inp = model.graph.input[0].type.tensor_type.shape.dim
     c, h, w = (d.dim_value for d in inp[1:])
     want = np.fromfile(logits_path, np.float32)

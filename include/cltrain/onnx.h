@@ -3,14 +3,17 @@
  *
  * The graph takes "pixels", float [N, C, H, W] holding raw 0..255 values,
  * and applies the input preparation cltrain trains with as graph nodes: x /
- * 255, then (CIFAR data sets) per-image standardisation. Layers map to Conv,
+ * 255, then the model's own normalisation ([net] mean= and std=: Sub and
+ * Div by [1, C, 1, 1] constants) or else (CIFAR data sets) per-image
+ * standardisation. Layers map to Conv,
  * Relu, MaxPool, GlobalAveragePool, BatchNormalization (running statistics),
  * Flatten + Gemm; dropout is left out. cltrain's activations are NHWC, so
  * conv weights are transposed HWIO -> OIHW and the first dense layer after a
  * spatial tensor gets its weight rows permuted from (h, w, c) to (c, h, w)
  * order. Outputs: "logits" [N, classes] and "probabilities" (Softmax).
  * metadata_props: cltrain.version, cltrain.checkpoint_crc32, cltrain.model,
- * cltrain.dataset, cltrain.input (the preparation in words), cltrain.classes
+ * cltrain.dataset, cltrain.input (the preparation in words), cltrain.mean and
+ * cltrain.std (a model's own normalisation, comma-separated), cltrain.classes
  * (class names, one per line) when known.
  * Encoded by hand (protobuf wire format), like tboard.c. Depends on model.h
  * (parsing only; no device). Tested by tests/onnx.sh with onnx's checker and

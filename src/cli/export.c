@@ -1,7 +1,8 @@
 /* cli/export.c: `cltrain export CHECKPOINT OUT.onnx`: the checkpoint's
  * network as an ONNX model (train/onnx.c), written atomically. The input
- * preparation follows the data set exactly as `cltrain predict` does: x / 255,
- * plus per-image standardisation for CIFAR data sets. Tested by tests/onnx.sh. */
+ * preparation follows training exactly as `cltrain predict` does: x / 255,
+ * then the model's own normalisation ([net] mean= and std=) or else
+ * per-image standardisation for CIFAR data sets. Tested by tests/onnx.sh. */
 #include "cli.h"
 #include "cltrain/checkpoint.h"
 #include "cltrain/file.h"
@@ -31,7 +32,8 @@ void cli_dataset_names(const ct_ckpt *ck, ct_data *d) {
 void cli_export_help(FILE *f) {
     fprintf(f, "Usage: cltrain export CHECKPOINT OUT.onnx\n"
                "Write the checkpoint's network as an ONNX model (opset 13). Input \"pixels\": float [N, C, H, W],\n"
-               "raw 0..255 values (the graph scales and, for CIFAR, standardises them); outputs \"logits\" and\n"
+               "raw 0..255 values (the graph scales them, then applies the model's mean= and std= or, for CIFAR,\n"
+               "standardises them); outputs \"logits\" and\n"
                "\"probabilities\". Class names, the cltrain version and the checkpoint's CRC are in metadata_props.\n"
                "  --help                  this help\n");
 }
@@ -64,6 +66,7 @@ int cmd_export(int argc, char **argv) {
     uint8_t *buf = NULL;
     size_t n = 0;
     rc = ct_model_parse(&m, ck.cfg, ck.model_name);
+    if (!rc && m.prep.c) meta.standardize = 0; /* the model's own normalisation replaces the set's */
     if (!rc && m.n_params != ck.n_params)
         rc = ct_fail(CT_EINPUT, "%s: %zu parameters, its model %s has %zu; the checkpoint is not exportable", path,
                      ck.n_params, ck.model_name, m.n_params);

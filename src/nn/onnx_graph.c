@@ -262,10 +262,23 @@ static void model_meta(pbuf *model, const ct_model *m, const ct_onnx_meta *meta)
     meta_prop(model, "cltrain.checkpoint_crc32", crc);
     meta_prop(model, "cltrain.model", m->name);
     meta_prop(model, "cltrain.dataset", meta->dataset ? meta->dataset : "");
-    meta_prop(model, "cltrain.input",
-              meta->standardize ? "pixels: float NCHW, raw 0..255; the graph divides by 255, then standardises each "
-                                  "image ((x - mean) / max(stddev, 1/sqrt(C*H*W)))"
-                                : "pixels: float NCHW, raw 0..255; the graph divides by 255");
+    if (m->prep.c) {
+        /* the words, and each list alone (cltrain import reads them back) */
+        char d[2 * CT_PREP_MAX * 20 + 16], words[sizeof d + 160];
+        ct_prep_describe(&m->prep, d, sizeof d);
+        snprintf(words, sizeof words, "pixels: float NCHW, raw 0..255; the graph divides by 255, then normalises each "
+                 "channel ((x - mean) / std, %s)", d);
+        meta_prop(model, "cltrain.input", words);
+        char *sp = strchr(d, ' ');
+        *sp = 0;
+        meta_prop(model, "cltrain.mean", d + 5);
+        meta_prop(model, "cltrain.std", sp + 5);
+    } else {
+        meta_prop(model, "cltrain.input",
+                  meta->standardize ? "pixels: float NCHW, raw 0..255; the graph divides by 255, then standardises each "
+                                      "image ((x - mean) / max(stddev, 1/sqrt(C*H*W)))"
+                                    : "pixels: float NCHW, raw 0..255; the graph divides by 255");
+    }
     if (meta->n_names > 0 && meta->class_names) {
         pbuf names = {0};
         for (int i = 0; i < meta->n_names; i++) {

@@ -16,7 +16,8 @@
 
 typedef ct_onnx_graph graph;
 
-/* x / 255, then per-image standardisation as ct_augment_standardize:
+/* x / 255, then the model's normalisation ([net] mean= and std=) or else
+ * per-image standardisation as ct_augment_standardize:
  * (x - mean) / max(stddev, 1 / sqrt(C*H*W)) over each image. */
 static void emit_input(graph *g, const ct_model *m, int standardize, char *x) {
     char c255[32], y[32];
@@ -26,6 +27,20 @@ static void emit_input(graph *g, const ct_model *m, int standardize, char *x) {
     ct_onnx_fresh(g, y, "scaled");
     ct_onnx_node2(g, "Div", "pixels", c255, y);
     memcpy(x, y, 32);
+    if (m->prep.c) { /* the model's own normalisation, (x - mean) / std per channel, as torchvision's Normalize */
+        char mean[32], std[32], d[32];
+        const int64_t dims[4] = {1, m->prep.c, 1, 1};
+        ct_onnx_fresh(g, mean, "norm_mean");
+        ct_onnx_init_f32(g, mean, dims, 4, m->prep.mean, (size_t)m->prep.c);
+        ct_onnx_fresh(g, std, "norm_std");
+        ct_onnx_init_f32(g, std, dims, 4, m->prep.std, (size_t)m->prep.c);
+        ct_onnx_fresh(g, d, "norm_centred");
+        ct_onnx_node2(g, "Sub", x, mean, d);
+        ct_onnx_fresh(g, y, "normalized");
+        ct_onnx_node2(g, "Div", d, std, y);
+        memcpy(x, y, 32);
+        return;
+    }
     if (!standardize) return;
     char mean[32], d[32], d2[32], var[32], sd[32], fl[32], sdf[32];
     const int64_t axes[3] = {1, 2, 3};
