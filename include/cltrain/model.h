@@ -81,11 +81,21 @@ static inline ct_conv_choice ct_conv_key(const ct_layer *L, int B) {
 }
 
 #define CT_MAX_LAYERS 64
+/* Training defaults a model's [net] section may carry (darknet's habit):
+ * key=value lines whose key is one of ct_recipe_keys, kept as text here; a
+ * training command applies each as its option (the key with '_' as '-',
+ * batch= as --batch-size) unless that option was given (cli/opts.c), and
+ * checks its value as it checks the option's. */
+#define CT_MAX_RECIPE 24
+typedef struct ct_recipe_entry { char key[24], value[48]; int line; } ct_recipe_entry;
+extern const char *const ct_recipe_keys[]; /* NULL-terminated */
 #define CT_MAX_LAYER_TYPES 32
 
 typedef struct ct_model {
     char name[256];
     char *cfg;                  /* the definition as text, kept for checkpoints */
+    ct_recipe_entry recipe[CT_MAX_RECIPE]; /* [net]'s training defaults, in file order */
+    int n_recipe;
     int in_h, in_w, in_c, n_classes;
     ct_prep prep;               /* [net] mean= and std=: how inputs are prepared (c 0: the data set's way) */
     int n_layers;

@@ -52,6 +52,7 @@ typedef struct ct_train_opts {
     int tta;               /* --tta none|flip: test-time augmentation at evaluation */
     float lookahead;       /* --lookahead RATE: the weights' moving average (cltrain/lookahead.h); 0: off */
     int lookahead_set;     /* --lookahead was given (else a resumed run takes the checkpoint's) */
+    const char *recipe_note; /* printed at the start: the model's training defaults taken and those overridden */
 } ct_train_opts;
 
 enum { CT_GIVEN_SEED = 1, CT_GIVEN_BATCH = 2, CT_GIVEN_LIMIT_TRAIN = 4, CT_GIVEN_OPTIMIZER = 8 };

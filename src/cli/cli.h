@@ -28,6 +28,8 @@ typedef struct cli_opts {
     const char *x_key, *y_key; /* arrays --x KEY[,TESTKEY] --y KEY[,TESTKEY]: the .npz's arrays */
     const char *layout;        /* arrays --layout NHWC|NCHW|NHW */
     char spec[CT_ARRAYS_SPEC]; /* arrays: the spec string built from the files and those (the data path) */
+    unsigned char seen[128];   /* options given on the command line, by id (cli/opts.c) */
+    char recipe_note[768];     /* what cli_apply_recipe took from the model's [net] and what it did not */
 } cli_opts;
 void cli_opts_defaults(cli_opts *c);
 /* The command c's options are parsed for: cmd (CLI_*), its name, and for a training command its data set. */
@@ -48,6 +50,14 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_num(const char *opt, const char *s, double lo, double hi, double *out);
 /* exit status of a training command: 130 / 143 when a signal stopped it */
 int train_exit(int rc, const ct_train_result *res);
+/* The model's training defaults ([net] keys, ct_model.recipe): each applied as
+ * its option unless the command line gave that option (a resumed run: the
+ * checkpoint's model, and the checkpoint's saved hyper-parameters stay above
+ * them). The model's lr, momentum and weight decay go with its optimizer: an
+ * --optimizer other than its own drops them. Keys for options this data set
+ * does not take are left out. c->recipe_note says what came from where.
+ * CT_EINPUT naming the .cfg line for a bad value. */
+int cli_apply_recipe(cli_opts *c);
 /* Load --model (or the --resume / --init checkpoint's model) once and drop
  * it, so a bad one fails before seconds of data loading; *prep: its input
  * preparation ([net] mean= and std=), for ct_data_prepare. */

@@ -246,7 +246,7 @@ static void generated_help(FILE *f, const opt_def *d, unsigned cmd, const ct_dat
     size_t l;
     switch (d->id) {
     case O_MODEL: {
-        snprintf(buf, sizeof buf, "a built-in model or a .cfg file; built-ins: %s ", ct_model_builtins());
+        snprintf(buf, sizeof buf, "a built-in model or a .cfg file (its [net] may give training defaults,\nepochs=, batch=, lr=, ..., that the options here override); built-ins: %s ", ct_model_builtins());
         ct_train_opts def;
         ct_train_defaults(&def);
         if (cmd == CLI_TRAIN && set) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "[%s]", set->model);
@@ -497,6 +497,7 @@ int cli_parse_train(int argc, char **argv, cli_opts *co) {
         else if (!d) rc = ct_fail(CT_EINPUT, "unknown option %s; see `cltrain %s --help`", argv[optind - 1], co->cmd_name);
         else if (!(rc = check_taken(d, co)) && (rc = train_opt(c, optarg, o)) == 1 && (rc = data_opt(c, optarg, co)) == 1)
             rc = ct_fail(CT_EINPUT, "--%s: not taken here; see `cltrain %s --help`", d->name, co->cmd_name);
+        if (d && c - O_MODEL < (int)sizeof co->seen) co->seen[c - O_MODEL] = 1; /* cli_apply_recipe: given here */
         if (rc) return rc;
     }
     if (optind < argc) return ct_fail(CT_EINPUT, "unexpected argument '%s'; see `cltrain %s --help`", argv[optind], co->cmd_name);
@@ -507,6 +508,76 @@ int cli_parse_train(int argc, char **argv, cli_opts *co) {
     if (!o->lr_set) o->optim.lr = ct_optim_types[o->optim.kind]->default_lr;
     co->data.seed = o->seed; /* image sets: which files the held-out split takes */
     return ct_train_check_files(o);
+}
+
+/* "name value" onto the note's list `what` (a ", "-separated list after a heading) */
+static void note_add(char *list, size_t cap, const char *item) {
+    size_t l = strlen(list);
+    snprintf(list + l, cap - l, "%s%s", l ? ", " : "", item);
+}
+
+int cli_apply_recipe(cli_opts *co) {
+    ct_train_opts *o = &co->train;
+    ct_model m;
+    co->recipe_note[0] = 0;
+    if (o->resume || o->init) { /* the checkpoint's model; a file that does not load is reported by ct_train */
+        ct_ckpt ck;
+        if (ct_ckpt_load(&ck, o->resume ? o->resume : o->init)) return 0;
+        int bad = ct_model_parse(&m, ck.cfg, ck.model_name);
+        ct_ckpt_free(&ck);
+        if (bad) return 0;
+    } else {
+        int rc = ct_model_load(&m, o->model);
+        if (rc) return rc;
+    }
+    /* the model's optimizer, for its lr, momentum and weight decay */
+    int own_kind = -1;
+    for (int i = 0; i < m.n_recipe; i++)
+        if (!strcmp(m.recipe[i].key, "optimizer")) ct_optim_type_find(m.recipe[i].value, &own_kind);
+    int other_opt = co->seen[O_OPT - O_MODEL] && own_kind >= 0 && own_kind != o->optim.kind, lr_taken = 0, rc = 0;
+    char took[512] = "", over[256] = "", left[256] = "", item[96];
+    for (int i = 0; i < m.n_recipe && !rc; i++) {
+        const ct_recipe_entry *e = &m.recipe[i];
+        char name[32];
+        snprintf(name, sizeof name, "%s", !strcmp(e->key, "batch") ? "batch-size" : e->key);
+        for (char *p = name; *p; p++) if (*p == '_') *p = '-';
+        const opt_def *d = NULL;
+        for (int k = 0; k < N_OPTS && !d; k++) if (!strcmp(opt_table[k].name, name)) d = &opt_table[k];
+        CT_ASSERT(d); /* every key of ct_recipe_keys names an option */
+        snprintf(item, sizeof item, "%s %s", name, e->value);
+        if (co->seen[d->id - O_MODEL]) { note_add(over, sizeof over, name); continue; }
+        if ((co->set && d->needs && (co->set->takes & d->needs) != d->needs) ||
+            (other_opt && (d->id == O_LR || d->id == O_MOM || d->id == O_WD))) {
+            note_add(left, sizeof left, name);
+            continue;
+        }
+        /* a default, not a choice: a resumed run's checkpoint still decides lr, momentum, weight decay, lookahead */
+        int lr_set = o->lr_set, mom_set = o->momentum_set, wd_set = o->wd_set, la_set = o->lookahead_set;
+        unsigned given = o->given;
+        if (!d->has_arg) {
+            if (strcmp(e->value, "0") && strcmp(e->value, "1"))
+                rc = ct_fail(CT_EINPUT, "--%s takes 1 (on) or 0 (off) as a training default, not '%s'", name, e->value);
+            else if (!strcmp(e->value, "1") && (rc = train_opt(d->id, NULL, o)) == 1)
+                rc = data_opt(d->id, NULL, co);
+        } else if ((rc = train_opt(d->id, e->value, o)) == 1)
+            rc = data_opt(d->id, e->value, co);
+        o->lr_set = lr_set, o->momentum_set = mom_set, o->wd_set = wd_set, o->lookahead_set = la_set, o->given = given;
+        lr_taken |= d->id == O_LR;
+        if (!rc) note_add(took, sizeof took, item);
+        else {
+            char why[512];
+            snprintf(why, sizeof why, "%s", ct_last_error());
+            rc = ct_fail(CT_EINPUT, "%s:%d: training default %s=%s in [net]: %s", m.name, e->line, e->key, e->value, why);
+        }
+    }
+    if (!rc && !o->lr_set && !lr_taken) o->optim.lr = ct_optim_types[o->optim.kind]->default_lr; /* the model's optimizer's */
+    if (!rc && took[0]) {
+        snprintf(co->recipe_note, sizeof co->recipe_note, "training defaults from %s's [net]: %s%s%s%s%s", m.name, took,
+                 over[0] ? "; given instead: " : "", over, left[0] ? "; not taken here: " : "", left);
+        o->recipe_note = co->recipe_note;
+    }
+    ct_model_free(&m);
+    return rc;
 }
 
 int cli_check_model(const ct_train_opts *o, ct_prep *prep) {

@@ -89,6 +89,7 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     int rc = set->from_files == CT_FILES_IMAGES ? parse_files(argc, argv, &c, &tf)
              : set->from_files == CT_FILES_ARRAYS ? parse_arrays(argc, argv, &c)
                                                   : cli_parse_train(argc, argv, &c);
+    if (!rc) rc = cli_apply_recipe(&c);
     if (!rc && set->check) rc = set->check(&c.data);
     if (!rc && c.curves_png && ct_world.rank == 0) rc = ct_file_probe_write(c.curves_png, "--curves-png"); /* before hours of training */
     ct_prep prep;

@@ -23,6 +23,41 @@ static const ct_key net_keys[] = {
 };
 enum { NET_MEAN = 4, NET_STD = 5 }; /* their places in net_keys (CT_HAS) */
 
+const char *const ct_recipe_keys[] = {"epochs", "batch", "batch_size", "optimizer", "lr", "momentum", "weight_decay",
+                                      "schedule", "warmup", "label_smoothing", "lookahead", "tta", "augment", "translate",
+                                      "flip", "cutout", NULL};
+
+/* a [net] line "key = value" whose key is a training default: kept in m->recipe; 0 when the key is not one */
+static int recipe_line(ct_model *m, const char *file, const char *p, size_t len, int line, int *rc) {
+    size_t sep = 0;
+    while (sep < len && p[sep] != '=' && p[sep] != ':') sep++;
+    size_t ke = sep, vb = sep + 1, ve = len;
+    while (ke > 0 && isspace((unsigned char)p[ke - 1])) ke--;
+    int k = 0;
+    while (ct_recipe_keys[k] && (strlen(ct_recipe_keys[k]) != ke || strncmp(p, ct_recipe_keys[k], ke))) k++;
+    if (sep == len || !ct_recipe_keys[k]) return 0;
+    while (vb < len && isspace((unsigned char)p[vb])) vb++;
+    for (size_t j = vb; j < len; j++)
+        if (p[j] == ';' && j > vb && isspace((unsigned char)p[j - 1])) { ve = j; break; }
+    while (ve > vb && isspace((unsigned char)p[ve - 1])) ve--;
+    ct_recipe_entry *e = &m->recipe[m->n_recipe];
+    if (m->n_recipe == CT_MAX_RECIPE) *rc = ct_fail(CT_EINPUT, "%s:%d: more than %d training defaults in [net]", file, line, CT_MAX_RECIPE);
+    else if (ve == vb || ve - vb >= sizeof e->value)
+        *rc = ct_fail(CT_EINPUT, "%s:%d: [net] %s= needs a value (at most %zu characters)", file, line, ct_recipe_keys[k],
+                      sizeof e->value - 1);
+    else {
+        for (int i = 0; i < m->n_recipe; i++)
+            if (!strcmp(m->recipe[i].key, ct_recipe_keys[k]))
+                return *rc = ct_fail(CT_EINPUT, "%s:%d: [net] %s= given twice (first on line %d)", file, line, ct_recipe_keys[k],
+                                     m->recipe[i].line), 1;
+        snprintf(e->key, sizeof e->key, "%s", ct_recipe_keys[k]);
+        snprintf(e->value, sizeof e->value, "%.*s", (int)(ve - vb), p + vb);
+        e->line = line;
+        m->n_recipe++;
+    }
+    return 1;
+}
+
 /* one [section] being read: its kind (SECT_*, or a layer type: its index in ct_layer_table) and keys */
 typedef struct sect_kind { int kind; const ct_key *keys; int n_keys; } sect_kind;
 
@@ -229,7 +264,7 @@ static int parse_text(ct_model *m, const char *text, const char *name) {
         } else if (!blank_line(p, len)) {
             if (!in_sect)
                 rc = ct_fail(CT_EINPUT, "%s:%d: expected a [section] header, got '%.*s'", name, line, len > 60 ? 60 : (int)len, p);
-            else
+            else if (k.kind != SECT_NET || !recipe_line(m, name, q, len - (size_t)(q - p), line, &rc))
                 rc = parse_key_line(&s, &k, q, len - (size_t)(q - p), line);
         }
         p = eol ? eol + 1 : p + len;

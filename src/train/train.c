@@ -186,6 +186,23 @@ static int plan(ct_loop *loop) {
     return ct_feed_open(&loop->f, o, loop->train, loop->n, loop->spe, loop->total, &loop->m, &loop->cl);
 }
 
+/* the recipe in effect: the optimizer and what is not its default */
+static void print_recipe(const ct_loop *loop) {
+    const ct_train_opts *o = &loop->o;
+    static const char *const sched[] = {"constant", "step", "cosine", "triangle"};
+    static const char *const tta[] = {"none", "flip", "flip-translate"};
+    FILE *out = loop->out;
+    fprintf(out, "recipe: %d epoch%s, %s lr %g", o->epochs, o->epochs == 1 ? "" : "s", loop->opt.type->name, o->optim.lr);
+    if (o->optim.kind == CT_OPT_SGD || o->optim.kind == CT_OPT_NESTEROV) fprintf(out, " momentum %g", o->optim.momentum);
+    if (o->optim.wd > 0) fprintf(out, " weight decay %g", o->optim.wd);
+    fprintf(out, ", %s schedule", sched[o->schedule]);
+    if (o->warmup) fprintf(out, " (warm-up %d steps)", o->warmup);
+    if (o->label_smoothing > 0) fprintf(out, ", label smoothing %g", o->label_smoothing);
+    if (o->lookahead > 0) fprintf(out, ", lookahead %g", o->lookahead);
+    fprintf(out, ", test-time augmentation %s\n", tta[o->tta]);
+    if (o->recipe_note) fprintf(out, "%s\n", o->recipe_note);
+}
+
 static void print_start(ct_loop *loop) {
     const ct_train_opts *o = &loop->o;
     if (!o->quiet) {
@@ -195,6 +212,7 @@ static void print_start(ct_loop *loop) {
         fprintf(loop->out, "training on %d images, batch %lld, %ld steps per epoch, %s lr %g; start-up %.2f s (%d kernel files compiled, %d cached)\n",
                 loop->n, (long long)loop->GB, loop->spe, loop->opt.type->name, o->optim.lr, loop->res->startup_s, loop->cl.cache_misses,
                 loop->cl.cache_hits);
+        print_recipe(loop);
     }
     if (!loop->dist) return;
     char mine[320], *all = loop->writer ? ct_xcalloc((size_t)loop->R, sizeof mine) : NULL;
