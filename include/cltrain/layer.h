@@ -3,12 +3,13 @@
  * section takes, its output shape and parameter sizes, FLOPs, device setup,
  * forward, backward, initial values, which weights decay and which state the
  * optimizer must not move, its device state (build, release) and its ONNX
- * nodes. src/nn/model.c only sequences them, src/nn/cfg.c reads their sections. The recipe
+ * nodes, exported and imported. src/nn/model.c only sequences them, src/nn/cfg.c reads their sections. The recipe
  * for a new type is docs/ADDING_A_LAYER.md. Tested by tests/test_model.c
  * (parsing, the table itself) and tests/test_layers.c (device vs reference). */
 #ifndef CLTRAIN_LAYER_H
 #define CLTRAIN_LAYER_H
 #include "cltrain/onnx_graph.h"
+#include "cltrain/onnx_nodes.h"
 #include <stddef.h>
 #include <string.h>
 
@@ -79,6 +80,7 @@ typedef struct ct_layer_ops {
      * dy is as given);
      * parameter gradients accumulate, L->dx (when not NULL) is overwritten */
     void (*backward)(ct_model *m, int i, cl_mem x, cl_mem dy, int B);
+    int logits;                /* 1: it may be the model's last layer, its outputs the classes (the softmax's logits) */
     int act_inside;            /* 1: backward takes dy through L's activation itself (batch norm: recomputed from x, no pass over y) */
     /* A layer reading a second, earlier output (L->from >= 0): add its
      * gradient w.r.t. that output into target [B, shape of layer from].
@@ -91,6 +93,14 @@ typedef struct ct_layer_ops {
      * when x is [N, C, H, W], 0 when [N, F], and is updated. NULL: export
      * refuses the model, naming the layer. */
     int (*onnx)(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4);
+    /* Its ONNX nodes on import (cltrain/onnx_nodes.h), asked in table order
+     * for each node the importer does not handle itself: 1 when nd is not
+     * one of its ops; else it takes nd: its layer added (ct_onnx_layer_add:
+     * its .cfg section, its weights in cltrain's layout), 0, or the one
+     * error line, < 0. onnx_ops names those ops for the importer's list of
+     * what it takes. NULL: no ONNX node imports as this type. */
+    int (*import)(ct_onnx_imp *im, const ct_onnx_node *nd);
+    const char *onnx_ops;
     /* Mark (1) the parameters weight decay applies to; NULL: none */
     void (*decay)(const ct_layer *L, uint8_t *mask);
     /* State kept in the weights that the optimizer must not move (its

@@ -10,22 +10,22 @@
  * initializer, a Constant node, or small integer arithmetic on shapes that
  * exporters leave behind, evaluated here) or an activation: the output of a
  * cltrain layer, possibly seen through a subsampling Slice or a channel Pad
- * (a residual's option-A shortcut). Nodes that compute on the newest
- * activation become layers; a layer must read the newest one, since cltrain
- * models are sequences with [shortcut]s. Weights are converted to cltrain's
- * layouts: conv OIHW -> HWIO, Gemm rows from ONNX's (c, h, w) flatten order
- * to cltrain's (h, w, c), batch norm epsilon folded into the variance.
- * Depends on model.h (parsing the result), common.h. Tested by
+ * (a residual's option-A shortcut). Views, Relu/Gelu (merged into the layer
+ * before, which must take activation=) and a final Softmax are handled here;
+ * every other node is offered to the layer types in table order, and the
+ * one whose ct_layer_ops.import takes it adds its layer, with its .cfg
+ * section and its weights already in cltrain's layout (cltrain/onnx_nodes.h).
+ * A layer must read the newest activation, since cltrain models are
+ * sequences with [shortcut]s.
+ * Depends on layer.h (the table; parsing the result), onnx_nodes.h, common.h. Tested by
  * tests/import.sh (PyTorch's exports against PyTorch's logits) and
  * tests/fuzz/fuzz_onnx.c. */
 #include "cltrain/onnx.h"
 #include "cltrain/layer.h"
 #include "cltrain/common.h"
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 
-#define BN_EPS 1e-5 /* as nn/model.c */
 #define MAX_CONST 1000000 /* elements of a constant evaluated here (shape arithmetic, not weights) */
 #define MAX_FOLDED 8000000 /* of all of them together */
 enum { T_FLOAT = 1, T_UINT8 = 2, T_INT8 = 3, T_INT32 = 6, T_INT64 = 7, T_BOOL = 9, T_DOUBLE = 11 };
@@ -78,91 +78,30 @@ static char *str_of(const pbf *f) {
 
 /* ---- the model as read --------------------------------------------------------- */
 
-typedef struct tensor {
-    int dtype, ndim;
-    int64_t dims[8], n;
-    double *v;       /* values (small integer tensors, scalars), or NULL */
-    float *f;        /* values as floats (weights), or NULL */
-} tensor;
-
-typedef struct attr {
-    char *name;
-    int type;
-    int64_t i;
-    float f;
-    char *s;
-    int64_t *ints;
-    int n_ints;
-    tensor *t;
-} attr;
-
-typedef struct node {
-    char *op, *name, *domain;
-    char **in, **out;
-    int n_in, n_out;
-    attr *at;
-    int n_at;
-} node;
-
-typedef struct vinfo { char *name; int ndim, elem; int64_t dims[8]; int dynamic[8]; } vinfo;
-
-/* an activation: layer `layer`'s output (-1: the model input), seen through a view */
-typedef struct act {
-    int layer, rank, c, h, w; /* rank 4: [N, c, h, w]; rank 2: [N, c*h*w] in (c, h, w) order */
-    int step, padc;           /* view: every step-th pixel, padc zero channels appended */
-} act;
-
-/* kind: 1 constant, 2 activation, 3 a step of GELU's formula on activation a (tag: which step, uses: reads of a) */
-typedef struct val { char *name; int kind, dropped, tag, uses; tensor t; act a; } val;
-
-/* a layer being built, weights in ONNX layouts until the end */
-typedef struct lay {
-    int type, act, k, stride, pad, oc, from;
-    int ic, ih, iw, flat_c, flat_h, flat_w; /* dense: the (c, h, w) its input was flattened from */
-    int matmul_bias;          /* dense from MatMul: an Add may still give its bias */
-    float *w, *b, *bn[4];     /* conv [O][I][k][k]; dense [K][O] (rows in ONNX's order); bn gamma, beta, mean, var */
-    double eps;
-    char node[96];
-} lay;
-
-typedef struct imp {
-    const char *path;
-    int opset;
-    node *nodes;
-    int n_nodes;
-    tensor *inits;
-    char **init_names;
-    int n_inits;
-    vinfo *inputs, *outputs;
-    int n_inputs, n_outputs;
-    char **meta_k, **meta_v;
-    int n_meta;
-    val *vals;
-    int n_vals, cap_vals;
-    lay layers[CT_MAX_LAYERS];
-    int n_layers;
-    act last;                 /* the newest activation */
-    int64_t folded;           /* elements made by constant folding so far (bounded: MAX_FOLDED) */
-    char notes[512];
-} imp;
+/* the shared types (cltrain/onnx_nodes.h) under short names */
+typedef ct_onnx_tensor tensor;
+typedef ct_onnx_attr attr;
+typedef ct_onnx_node node;
+typedef ct_onnx_act act;
+typedef ct_onnx_val val;
+typedef ct_onnx_layer lay;
+typedef ct_onnx_imp imp;
+typedef struct ct_onnx_vinfo { char *name; int ndim, elem; int64_t dims[8]; int dynamic[8]; } vinfo;
 
 static void tensor_free(tensor *t) { free(t->v); free(t->f); memset(t, 0, sizeof *t); }
 
-static int fail_node(const imp *im, const node *nd, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_node(const imp *im, const node *nd, const char *fmt, ...) {
-    char msg[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return ct_fail(CT_EINPUT, "%s: node '%s' (%s): %s", im->path, nd->name && nd->name[0] ? nd->name : nd->out[0], nd->op, msg);
+/* what cltrain imports, in words: the layer types' ONNX ops (ct_layer_ops.onnx_ops), then the importer's own */
+static const char *supported(void) {
+    static char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof text, "cltrain imports ");
+    for (int t = 0; t < CT_L_COUNT; t++)
+        if (ct_layer_table[t]->import && n < sizeof text)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s, ", ct_layer_table[t]->onnx_ops);
+    if (n < sizeof text)
+        snprintf(text + n, sizeof text - n, "Relu, Gelu (or its Erf/Tanh formula), Dropout, Identity, a final Softmax/LogSoftmax, "
+                 "and constant shape arithmetic");
+    return text;
 }
-
-static const char *supported =
-    "cltrain imports Conv, BatchNormalization, Relu, Gelu (or its Erf/Tanh formula), MaxPool, AveragePool (over the whole "
-    "input), GlobalAveragePool, GlobalMaxPool, "
-    "ReduceMean over H and W, Flatten/Reshape/Squeeze before Gemm or MatMul+Add, Add (residuals), Dropout, Identity, "
-    "a final Softmax/LogSoftmax, and constant shape arithmetic";
 
 /* TensorProto { dims = 1; data_type = 2; float_data = 4; int32_data = 5; int64_data = 7; name = 8;
  * raw_data = 9; double_data = 10; data_location = 14 } */
@@ -474,61 +413,14 @@ static int read_model(const uint8_t *buf, size_t len, imp *im) {
 
 /* ---- values ---------------------------------------------------------------------- */
 
-static val *find(imp *im, const char *name) {
-    for (int i = im->n_vals - 1; i >= 0; i--)
-        if (!strcmp(im->vals[i].name, name)) return &im->vals[i];
-    return NULL;
-}
-static val *add_val(imp *im, const char *name, int kind) {
-    if (im->n_vals == im->cap_vals) {
-        im->cap_vals = im->cap_vals ? 2 * im->cap_vals : 256;
-        im->vals = realloc(im->vals, (size_t)im->cap_vals * sizeof *im->vals);
-    }
-    val *v = &im->vals[im->n_vals++];
-    memset(v, 0, sizeof *v);
-    v->name = strdup(name);
-    v->kind = kind;
-    return v;
-}
-static void set_act(imp *im, const char *name, act a) { add_val(im, name, 2)->a = a; }
 /* a constant tensor (copied) */
 static void set_const(imp *im, const char *name, const tensor *t) {
-    val *v = add_val(im, name, 1);
+    val *v = ct_onnx_add_val(im, name, 1);
     v->t = *t;
     v->t.v = t->v ? ct_xmalloc((size_t)t->n * sizeof(double) + 1) : NULL;
     v->t.f = t->f ? ct_xmalloc((size_t)t->n * sizeof(float) + 1) : NULL;
     if (t->v) memcpy(v->t.v, t->v, (size_t)t->n * sizeof(double));
     if (t->f) memcpy(v->t.f, t->f, (size_t)t->n * sizeof(float));
-}
-
-static const attr *get_attr(const node *nd, const char *name) {
-    for (int i = 0; i < nd->n_at; i++)
-        if (nd->at[i].name && !strcmp(nd->at[i].name, name)) return &nd->at[i];
-    return NULL;
-}
-static int64_t attr_i(const node *nd, const char *name, int64_t def) {
-    const attr *a = get_attr(nd, name);
-    return a ? a->i : def;
-}
-/* the ints of attribute name (n 0 when absent) */
-static int attr_ints(const node *nd, const char *name, int64_t *out, int cap) {
-    const attr *a = get_attr(nd, name);
-    if (!a) return 0;
-    int n = a->n_ints < cap ? a->n_ints : cap;
-    if (n) memcpy(out, a->ints, (size_t)n * sizeof *out);
-    return a->n_ints;
-}
-
-/* input k of nd as a constant (NULL: absent or not constant) */
-static const tensor *cin(imp *im, const node *nd, int k) {
-    if (k >= nd->n_in || !nd->in[k][0]) return NULL;
-    val *v = find(im, nd->in[k]);
-    return v && v->kind == 1 ? &v->t : NULL;
-}
-static const act *ain(imp *im, const node *nd, int k) {
-    if (k >= nd->n_in || !nd->in[k][0]) return NULL;
-    val *v = find(im, nd->in[k]);
-    return v && v->kind == 2 ? &v->a : NULL;
 }
 
 /* ---- constant folding of shape arithmetic ---------------------------------------------- */
@@ -540,25 +432,25 @@ static int64_t i64(double v) { return v != v ? 0 : v > 4e18 ? (int64_t)4e18 : v 
  * arithmetic reading it can be folded */
 static int fold_constant(imp *im, const node *nd) {
     tensor t;
-    const attr *at = get_attr(nd, "value");
+    const attr *at = ct_onnx_node_attr(nd, "value");
     if (at && at->t) { set_const(im, nd->out[0], at->t); return 0; }
-    if ((at = get_attr(nd, "value_float"))) { float f = at->f; double d = f; t = (tensor){.dtype = T_FLOAT, .n = 1, .v = &d, .f = &f}; set_const(im, nd->out[0], &t); return 0; }
-    if ((at = get_attr(nd, "value_int"))) { double d = (double)at->i; t = (tensor){.dtype = T_INT64, .n = 1, .v = &d}; set_const(im, nd->out[0], &t); return 0; }
-    if ((at = get_attr(nd, "value_ints"))) {
+    if ((at = ct_onnx_node_attr(nd, "value_float"))) { float f = at->f; double d = f; t = (tensor){.dtype = T_FLOAT, .n = 1, .v = &d, .f = &f}; set_const(im, nd->out[0], &t); return 0; }
+    if ((at = ct_onnx_node_attr(nd, "value_int"))) { double d = (double)at->i; t = (tensor){.dtype = T_INT64, .n = 1, .v = &d}; set_const(im, nd->out[0], &t); return 0; }
+    if ((at = ct_onnx_node_attr(nd, "value_ints"))) {
         double d[64];
         for (int i = 0; i < at->n_ints; i++) d[i] = (double)at->ints[i];
         t = (tensor){.dtype = T_INT64, .ndim = 1, .dims = {at->n_ints}, .n = at->n_ints, .v = d};
         set_const(im, nd->out[0], &t);
         return 0;
     }
-    return fail_node(im, nd, "a Constant without a value cltrain reads");
+    return ct_onnx_fail(im, nd, "a Constant without a value cltrain reads");
 }
 
 /* Shape: an activation's shape is known at import time except the batch (NaN), so the reshapes exporters compute
  * from it fold to constants; 1 when its input is not known yet */
 static int fold_shape(imp *im, const node *nd, const tensor *a) {
     tensor t;
-    const act *x = ain(im, nd, 0);
+    const act *x = ct_onnx_act_in(im, nd, 0);
     if (!x && a) { /* the shape of a constant */
         double d[8];
         for (int i = 0; i < a->ndim; i++) d[i] = (double)a->dims[i];
@@ -581,7 +473,7 @@ static int fold_shape(imp *im, const node *nd, const tensor *a) {
 
 /* ConstantOfShape: sizes come from the file, so each is bounded before the allocation */
 static int fold_const_of_shape(const node *nd, const tensor *a, tensor *t) {
-    const attr *at = get_attr(nd, "value");
+    const attr *at = ct_onnx_node_attr(nd, "value");
     double fill = at && at->t && at->t->v && at->t->n == 1 ? at->t->v[0] : 0;
     t->dtype = at && at->t ? at->t->dtype : T_FLOAT;
     t->ndim = (int)a->n;
@@ -602,7 +494,7 @@ static int fold_const_of_shape(const node *nd, const tensor *a, tensor *t) {
 static int fold_concat(imp *im, const node *nd, const tensor *a, tensor *t) {
     int64_t n = 0;
     for (int k = 0; k < nd->n_in; k++) {
-        const tensor *c = cin(im, nd, k);
+        const tensor *c = ct_onnx_const_in(im, nd, k);
         if (!c || !c->v || c->ndim != 1) return -1;
         n += c->n;
     }
@@ -610,7 +502,7 @@ static int fold_concat(imp *im, const node *nd, const tensor *a, tensor *t) {
     *t = (tensor){.dtype = a->dtype, .ndim = 1, .dims = {n}, .n = n, .v = ct_xmalloc((size_t)n * sizeof(double) + 1)};
     n = 0;
     for (int k = 0; k < nd->n_in; k++) {
-        const tensor *c = cin(im, nd, k);
+        const tensor *c = ct_onnx_const_in(im, nd, k);
         memcpy(t->v + n, c->v, (size_t)c->n * sizeof(double));
         n += c->n;
     }
@@ -643,7 +535,7 @@ static int fold_reshape(const tensor *a, const tensor *b, tensor *t) {
 /* Transpose, reversing the axes when perm is absent as ONNX specifies */
 static int fold_transpose(const node *nd, const tensor *a, tensor *t) {
     int64_t perm[8];
-    int np = attr_ints(nd, "perm", perm, 8);
+    int np = ct_onnx_node_ints(nd, "perm", perm, 8);
     if (a->ndim > 8 || (np && np != a->ndim)) return -1;
     if (!np) for (int i = 0; i < a->ndim; i++) perm[i] = a->ndim - 1 - i;
     *t = (tensor){.dtype = a->dtype, .ndim = a->ndim, .n = a->n, .v = ct_xmalloc((size_t)a->n * sizeof(double) + 1)};
@@ -665,7 +557,7 @@ static int fold_transpose(const node *nd, const tensor *a, tensor *t) {
 /* Slice with starts, ends, axes, steps as inputs (opset >= 10), clamped as numpy does, huge ends meaning "to the
  * end" */
 static int fold_slice(imp *im, const node *nd, const tensor *a, const tensor *b, tensor *t) {
-    const tensor *s = b, *e = cin(im, nd, 2), *ax = cin(im, nd, 3), *sp = cin(im, nd, 4);
+    const tensor *s = b, *e = ct_onnx_const_in(im, nd, 2), *ax = ct_onnx_const_in(im, nd, 3), *sp = ct_onnx_const_in(im, nd, 4);
     if (!s || !e || !s->v || !e->v || s->n != e->n || (ax && (!ax->v || ax->n != s->n)) || (sp && (!sp->v || sp->n != s->n)) || a->ndim > 8 || a->ndim < 1)
         return -1;
     int64_t lo[8], step[8], cnt[8];
@@ -700,7 +592,7 @@ static int fold_slice(imp *im, const node *nd, const tensor *a, const tensor *b,
 
 /* Gather from a 1-D constant only (picking entries of a shape), negative indices counting from the end */
 static int fold_gather(const node *nd, const tensor *a, const tensor *b, tensor *t) {
-    if (!b || !b->v || a->ndim != 1 || attr_i(nd, "axis", 0) != 0 || b->n > MAX_CONST) return -1;
+    if (!b || !b->v || a->ndim != 1 || ct_onnx_node_int(nd, "axis", 0) != 0 || b->n > MAX_CONST) return -1;
     *t = (tensor){.dtype = a->dtype, .ndim = b->ndim, .n = b->n, .v = ct_xmalloc((size_t)b->n * sizeof(double) + 1)};
     memcpy(t->dims, b->dims, sizeof t->dims);
     for (int64_t i = 0; i < b->n; i++) {
@@ -718,7 +610,7 @@ static int fold_squeeze(const node *nd, const tensor *a, const tensor *b, tensor
     memcpy(t->v, a->v, (size_t)a->n * sizeof(double));
     memcpy(t->dims, a->dims, sizeof t->dims);
     int64_t axes[8];
-    int na = b && b->v && b->n <= 8 ? (int)b->n : attr_ints(nd, "axes", axes, 8);
+    int na = b && b->v && b->n <= 8 ? (int)b->n : ct_onnx_node_ints(nd, "axes", axes, 8);
     if (b && b->v && b->n <= 8) for (int i = 0; i < na; i++) axes[i] = i64(b->v[i]);
     if (na > 8) { free(t->v); return -1; }
     if (!strcmp(nd->op, "Unsqueeze")) {
@@ -761,20 +653,20 @@ static int fold_arith(const char *op, const tensor *a, const tensor *b, tensor *
  * flattens); 0 when folded, 1 when the node is not constant (a layer), below 0 on error. */
 static int fold(imp *im, const node *nd) {
     const char *op = nd->op;
-    const tensor *a = cin(im, nd, 0), *b = cin(im, nd, 1);
+    const tensor *a = ct_onnx_const_in(im, nd, 0), *b = ct_onnx_const_in(im, nd, 1);
     if (!strcmp(op, "Constant")) return fold_constant(im, nd);
     if (!strcmp(op, "Shape")) return fold_shape(im, nd, a);
     /* every input present must be constant from here on */
     for (int k = 0; k < nd->n_in; k++)
-        if (nd->in[k][0] && !cin(im, nd, k)) return 1;
+        if (nd->in[k][0] && !ct_onnx_const_in(im, nd, k)) return 1;
     if (!a) return 1;
-    if (!a->v) return fail_node(im, nd, "constant arithmetic on a tensor of %lld elements (at most %d)", (long long)a->n, MAX_CONST);
+    if (!a->v) return ct_onnx_fail(im, nd, "constant arithmetic on a tensor of %lld elements (at most %d)", (long long)a->n, MAX_CONST);
     tensor t;
     memset(&t, 0, sizeof t);
     t.dtype = a->dtype;
     if (!strcmp(op, "Identity") || !strcmp(op, "Cast")) {
         t = *a;
-        if (!strcmp(op, "Cast")) t.dtype = (int)attr_i(nd, "to", T_INT64), t.f = NULL;
+        if (!strcmp(op, "Cast")) t.dtype = (int)ct_onnx_node_int(nd, "to", T_INT64), t.f = NULL;
         set_const(im, nd->out[0], &t);
         return 0;
     }
@@ -788,10 +680,10 @@ static int fold(imp *im, const node *nd) {
     else if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) bad = fold_squeeze(nd, a, b, &t);
     else if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div")) bad = fold_arith(op, a, b, &t);
     else return 1;
-    if (bad) return fail_node(im, nd, "constant arithmetic cltrain cannot evaluate (shapes or values out of range)");
+    if (bad) return ct_onnx_fail(im, nd, "constant arithmetic cltrain cannot evaluate (shapes or values out of range)");
     if ((im->folded += t.n) > MAX_FOLDED) {
         free(t.v);
-        return fail_node(im, nd, "constant arithmetic beyond %d elements in all", MAX_FOLDED);
+        return ct_onnx_fail(im, nd, "constant arithmetic beyond %d elements in all", MAX_FOLDED);
     }
     set_const(im, nd->out[0], &t);
     free(t.v);
@@ -799,212 +691,6 @@ static int fold(imp *im, const node *nd) {
 }
 
 /* ---- layers --------------------------------------------------------------------- */
-
-/* x must be the newest activation, seen whole */
-static int main_input(imp *im, const node *nd, const act **x) {
-    *x = ain(im, nd, 0);
-    if (!*x) return fail_node(im, nd, "its input '%s' is %s", nd->n_in ? nd->in[0] : "", nd->n_in && find(im, nd->in[0]) ? "a constant, not an activation" : "not produced by an earlier node");
-    if ((*x)->layer != im->last.layer || (*x)->step != 1 || (*x)->padc)
-        return fail_node(im, nd, "it reads an earlier activation than the newest; cltrain models are sequences of layers "
-                         "(with residual Adds)");
-    return 0;
-}
-
-static lay *new_layer(imp *im, const node *nd, int type) {
-    if (im->n_layers == CT_MAX_LAYERS) return NULL;
-    lay *L = &im->layers[im->n_layers++];
-    memset(L, 0, sizeof *L);
-    L->type = type;
-    L->from = -2;
-    snprintf(L->node, sizeof L->node, "%s", nd->name[0] ? nd->name : nd->out[0]);
-    return L;
-}
-
-static float *copy_f(const tensor *t) {
-    float *f = ct_xmalloc((size_t)t->n * sizeof(float) + 1);
-    memcpy(f, t->f, (size_t)t->n * sizeof(float));
-    return f;
-}
-
-static int too_many(imp *im, const node *nd) {
-    return fail_node(im, nd, "the model would have more than %d layers", CT_MAX_LAYERS);
-}
-
-static int do_conv(imp *im, const node *nd, const act *x) {
-    const tensor *W = cin(im, nd, 1), *B = cin(im, nd, 2);
-    if (!W || !W->f || W->ndim != 4) return fail_node(im, nd, "its weights are not a constant 4-D float tensor");
-    if (nd->n_in > 2 && nd->in[2][0] && (!B || !B->f || B->n != W->dims[0])) return fail_node(im, nd, "its bias is not a constant of %lld floats", (long long)W->dims[0]);
-    if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
-    int64_t O = W->dims[0], I = W->dims[1], kh = W->dims[2], kw = W->dims[3], st[4] = {1, 1}, pd[8] = {0}, dl[4] = {1, 1};
-    int ns = attr_ints(nd, "strides", st, 4), np = attr_ints(nd, "pads", pd, 8), ndl = attr_ints(nd, "dilations", dl, 4);
-    const attr *ap = get_attr(nd, "auto_pad");
-    if (attr_i(nd, "group", 1) != 1) return fail_node(im, nd, "grouped convolution (group=%lld); cltrain convolves all channels", (long long)attr_i(nd, "group", 1));
-    if (ap && ap->s && strcmp(ap->s, "NOTSET")) return fail_node(im, nd, "auto_pad %s; export with explicit pads", ap->s);
-    if (I != x->c) return fail_node(im, nd, "weights for %lld input channels, its input has %d", (long long)I, x->c);
-    if (kh != kw || (ns && (ns != 2 || st[0] != st[1])) || (np && (np != 4 || pd[0] != pd[1] || pd[0] != pd[2] || pd[0] != pd[3])) ||
-        (ndl && (dl[0] != 1 || dl[1] != 1)))
-        return fail_node(im, nd, "kernel %lldx%lld, strides %lld,%lld, pads %lld,%lld,%lld,%lld, dilation %lld: cltrain's convolutions "
-                         "are square with one stride, equal padding on every side and no dilation", (long long)kh, (long long)kw,
-                         (long long)st[0], (long long)st[1], (long long)pd[0], (long long)pd[1], (long long)pd[2], (long long)pd[3], (long long)dl[0]);
-    if (kh < 1 || kh > 64 || st[0] < 1 || st[0] > 64 || pd[0] < 0 || pd[0] > 64 || O < 1 || O > 65536)
-        return fail_node(im, nd, "kernel %lld, stride %lld, pad %lld, %lld filters: out of cltrain's ranges (1..64, 1..64, 0..64, 1..65536)",
-                         (long long)kh, (long long)st[0], (long long)pd[0], (long long)O);
-    lay *L = new_layer(im, nd, CT_L_CONV);
-    if (!L) return too_many(im, nd);
-    L->k = (int)kh, L->stride = (int)st[0], L->pad = (int)pd[0], L->oc = (int)O, L->ic = x->c;
-    L->w = copy_f(W);
-    L->b = B ? copy_f(B) : ct_xcalloc((size_t)O, sizeof(float));
-    int oh = (int)((x->h + 2 * pd[0] - kh) / st[0] + 1), ow = (int)((x->w + 2 * pd[0] - kh) / st[0] + 1);
-    if (oh < 1 || ow < 1) return fail_node(im, nd, "its %dx%d input is smaller than the kernel", x->h, x->w);
-    im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = (int)O, .h = oh, .w = ow, .step = 1};
-    set_act(im, nd->out[0], im->last);
-    return 0;
-}
-
-static int do_bn(imp *im, const node *nd, const act *x) {
-    const tensor *p[4];
-    int C = x->rank == 4 ? x->c : x->c * x->h * x->w;
-    for (int k = 0; k < 4; k++)
-        if (!(p[k] = cin(im, nd, k + 1)) || !p[k]->f || p[k]->n != C)
-            return fail_node(im, nd, "its scale, bias, mean and variance must be constants of %d floats", C);
-    if (attr_i(nd, "training_mode", 0)) return fail_node(im, nd, "training_mode=1; export the model in eval mode");
-    if (nd->n_out > 1) return fail_node(im, nd, "it outputs running statistics (training mode); export in eval mode");
-    const attr *e = get_attr(nd, "epsilon");
-    double eps = e ? e->f : 1e-5;
-    if (x->rank == 2 && x->h * x->w != 1) return fail_node(im, nd, "batch norm over a flattened image; cltrain normalises channels");
-    lay *L = new_layer(im, nd, CT_L_BATCHNORM);
-    if (!L) return too_many(im, nd);
-    L->oc = C, L->eps = eps;
-    for (int k = 0; k < 4; k++) L->bn[k] = copy_f(p[k]);
-    for (int c = 0; c < C; c++) {
-        double v = (double)L->bn[3][c] + eps - BN_EPS; /* cltrain's epsilon is 1e-5: the rest moves into the variance */
-        if (!(v > 0) && !(v == 0 && eps == BN_EPS)) return fail_node(im, nd, "epsilon %g with a variance below %g; cltrain's epsilon is %g", eps, BN_EPS - eps, BN_EPS);
-        L->bn[3][c] = (float)v;
-    }
-    im->last = *x;
-    im->last.layer = im->n_layers - 1;
-    set_act(im, nd->out[0], im->last);
-    return 0;
-}
-
-static int do_dense(imp *im, const node *nd, const act *x, const float *w, int64_t K, int64_t O, int trans, const float *bias) {
-    if (x->rank != 2) return fail_node(im, nd, "its input is [N, C, H, W]; flatten it first");
-    if (K != (int64_t)x->c * x->h * x->w) return fail_node(im, nd, "weights for %lld inputs, its input has %d", (long long)K, x->c * x->h * x->w);
-    lay *L = new_layer(im, nd, CT_L_DENSE);
-    if (!L) return too_many(im, nd);
-    L->oc = (int)O;
-    L->flat_c = x->c, L->flat_h = x->h, L->flat_w = x->w;
-    L->w = ct_xmalloc((size_t)(K * O) * sizeof(float) + 1);
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t o = 0; o < O; o++) L->w[k * O + o] = trans ? w[o * K + k] : w[k * O + o];
-    L->b = ct_xcalloc((size_t)O, sizeof(float));
-    if (bias) memcpy(L->b, bias, (size_t)O * sizeof(float));
-    im->last = (act){.layer = im->n_layers - 1, .rank = 2, .c = (int)O, .h = 1, .w = 1, .step = 1};
-    set_act(im, nd->out[0], im->last);
-    return 0;
-}
-
-static int do_gemm(imp *im, const node *nd, const act *x) {
-    const tensor *W = cin(im, nd, 1), *C = cin(im, nd, 2);
-    if (!W || !W->f || W->ndim != 2) return fail_node(im, nd, "its B is not a constant 2-D float tensor");
-    if (attr_i(nd, "transA", 0)) return fail_node(im, nd, "transA=1");
-    const attr *al = get_attr(nd, "alpha"), *be = get_attr(nd, "beta");
-    int tb = (int)attr_i(nd, "transB", 0);
-    int64_t K = tb ? W->dims[1] : W->dims[0], O = tb ? W->dims[0] : W->dims[1];
-    if (O < 1 || O > (1 << 24)) return fail_node(im, nd, "%lld outputs", (long long)O);
-    if (C && (!C->f || (C->n != O && C->n != 1))) return fail_node(im, nd, "its C is not a constant of %lld floats", (long long)O);
-    if (nd->n_in > 2 && nd->in[2][0] && !C) return fail_node(im, nd, "its C is not a constant");
-    float *bias = ct_xcalloc((size_t)O, sizeof(float));
-    for (int64_t o = 0; C && o < O; o++) bias[o] = C->f[C->n == 1 ? 0 : o] * (be ? be->f : 1.0f);
-    float *w = copy_f(W);
-    if (al) for (int64_t i = 0; i < W->n; i++) w[i] *= al->f;
-    int rc = do_dense(im, nd, x, w, K, O, tb, bias);
-    free(w);
-    free(bias);
-    return rc;
-}
-
-/* Add: a residual (two activations) or a MatMul's bias */
-static int do_add(imp *im, const node *nd) {
-    const act *a = ain(im, nd, 0), *b = ain(im, nd, 1);
-    const tensor *c = cin(im, nd, a ? 1 : 0);
-    if ((a && c) || (b && c)) {
-        const act *x = a ? a : b;
-        lay *L = im->n_layers ? &im->layers[im->n_layers - 1] : NULL;
-        if (!L || x->layer != im->n_layers - 1 || !L->matmul_bias || !c->f || c->n != L->oc)
-            return fail_node(im, nd, "adds a constant; cltrain takes that only as the bias right after a MatMul");
-        memcpy(L->b, c->f, (size_t)L->oc * sizeof(float));
-        L->matmul_bias = 0;
-        set_act(im, nd->out[0], *x);
-        return 0;
-    }
-    if (!a || !b) return fail_node(im, nd, "its inputs are not two activations (a residual) or a MatMul's output and a bias");
-    const act *cur = a, *oth = b;
-    if (!(a->layer == im->last.layer && a->step == 1 && !a->padc)) cur = b, oth = a;
-    if (!(cur->layer == im->last.layer && cur->step == 1 && !cur->padc) || oth->layer == cur->layer)
-        return fail_node(im, nd, "a residual Add must add an earlier output to the newest one");
-    if (cur->rank != 4 || oth->rank != 4) return fail_node(im, nd, "residual of flattened tensors");
-    int sh = oth->h, sw = oth->w, sc = oth->c, S = (sh + cur->h - 1) / cur->h;
-    int vh = (sh + oth->step - 1) / oth->step, vw = (sw + oth->step - 1) / oth->step;
-    if (vh != cur->h || vw != cur->w || sc + oth->padc != cur->c || (S != oth->step && !(S == 1 && oth->step == 1)))
-        return fail_node(im, nd, "adds a %dx%dx%d tensor (subsampled by %d, %d zero channels added) to a %dx%dx%d one; cltrain's "
-                         "[shortcut] subsamples an earlier output and appends zero channels", sc, sh, sw, oth->step, oth->padc, cur->c,
-                         cur->h, cur->w);
-    if (sc > cur->c) return fail_node(im, nd, "the earlier output has more channels");
-    lay *L = new_layer(im, nd, CT_L_SHORTCUT);
-    if (!L) return too_many(im, nd);
-    L->from = oth->layer;
-    L->oc = cur->c;
-    im->last = *cur;
-    im->last.layer = im->n_layers - 1;
-    set_act(im, nd->out[0], im->last);
-    return 0;
-}
-
-static int do_pool(imp *im, const node *nd, const act *x, int max) {
-    if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
-    int64_t k[4] = {0}, st[4] = {0}, pd[8] = {0}, dl[4] = {1, 1};
-    int nk = attr_ints(nd, "kernel_shape", k, 4), ns = attr_ints(nd, "strides", st, 4), np = attr_ints(nd, "pads", pd, 8);
-    int ndl = attr_ints(nd, "dilations", dl, 4);
-    const attr *ap = get_attr(nd, "auto_pad");
-    int padded = 0;
-    for (int i = 0; i < np && i < 8; i++) padded |= pd[i] != 0;
-    if (nk != 2 || (ap && ap->s && strcmp(ap->s, "NOTSET") && strcmp(ap->s, "VALID")) || padded || (ndl && (dl[0] != 1 || dl[1] != 1)))
-        return fail_node(im, nd, "a 2-D window without padding or dilation is what cltrain pools over");
-    if (!ns) st[0] = st[1] = 1;
-    if (!max) {
-        if (k[0] != x->h || k[1] != x->w)
-            return fail_node(im, nd, "a %lldx%lld average over a %dx%d input; cltrain averages whole inputs only (global average pooling)",
-                             (long long)k[0], (long long)k[1], x->h, x->w);
-        lay *L = new_layer(im, nd, CT_L_AVGPOOL);
-        if (!L) return too_many(im, nd);
-        im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = x->c, .h = 1, .w = 1, .step = 1};
-        set_act(im, nd->out[0], im->last);
-        return 0;
-    }
-    if (k[0] != k[1] || st[0] != st[1] || k[0] < 1 || k[0] > 64 || st[0] < 1 || st[0] > 64 || k[0] > x->h || k[0] > x->w)
-        return fail_node(im, nd, "window %lldx%lld, strides %lld,%lld over %dx%d; cltrain's are square with one stride (1..64) inside the input",
-                         (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], x->h, x->w);
-    if (attr_i(nd, "ceil_mode", 0) && ((x->h - k[0]) % st[0] || (x->w - k[0]) % st[0]))
-        return fail_node(im, nd, "ceil_mode=1 where it adds a partial window; cltrain pools in floor mode");
-    if (nd->n_out > 1 && nd->out[1][0]) return fail_node(im, nd, "its indices output is used");
-    lay *L = new_layer(im, nd, CT_L_MAXPOOL);
-    if (!L) return too_many(im, nd);
-    L->k = (int)k[0], L->stride = (int)st[0];
-    im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = x->c, .h = (int)((x->h - k[0]) / st[0] + 1),
-                     .w = (int)((x->w - k[0]) / st[0] + 1), .step = 1};
-    set_act(im, nd->out[0], im->last);
-    return 0;
-}
-
-static int global_avg(imp *im, const node *nd, const act *x, int keep) {
-    if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
-    lay *L = new_layer(im, nd, CT_L_AVGPOOL);
-    if (!L) return too_many(im, nd);
-    im->last = (act){.layer = im->n_layers - 1, .rank = keep ? 4 : 2, .c = x->c, .h = 1, .w = 1, .step = 1};
-    set_act(im, nd->out[0], im->last);
-    return 0;
-}
 
 /* how many nodes read tensor name */
 static int readers(const imp *im, const char *name) {
@@ -1021,9 +707,21 @@ static int graph_output(const imp *im, const char *name) {
     return 0;
 }
 
-static void note(imp *im, const char *s) {
-    if (strstr(im->notes, s)) return;
-    snprintf(im->notes + strlen(im->notes), sizeof im->notes - strlen(im->notes), "%s%s", im->notes[0] ? "; " : "", s);
+/* 1 when layer type t takes activation= (cltrain applies Relu and Gelu inside such a layer) */
+static int takes_activation(int t) {
+    for (int k = 0; k < ct_layer_table[t]->n_keys; k++)
+        if (ct_layer_table[t]->keys[k].type == CT_KEY_ACT) return 1;
+    return 0;
+}
+/* their names: "conv, dense, ..." */
+static const char *activated_types(void) {
+    static char text[256];
+    size_t n = 0;
+    text[0] = 0;
+    for (int t = 0; t < CT_L_COUNT; t++)
+        if (takes_activation(t) && n < sizeof text)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", n ? ", " : "", ct_layer_table[t]->name);
+    return text;
 }
 
 /* ---- GELU as its formula: x/2 (1 + erf(x/sqrt 2)), or the tanh form x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ---- */
@@ -1042,7 +740,7 @@ static int gelu_base(imp *im, const act *x) {
 /* 1: nd was a step of GELU's formula (handled); 0: not one; < 0: an error */
 static int gelu_step(imp *im, const node *nd) {
     const char *op = nd->op;
-    val *a = nd->n_in > 0 && nd->in[0][0] ? find(im, nd->in[0]) : NULL, *b = nd->n_in > 1 && nd->in[1][0] ? find(im, nd->in[1]) : NULL;
+    val *a = nd->n_in > 0 && nd->in[0][0] ? ct_onnx_find(im, nd->in[0]) : NULL, *b = nd->n_in > 1 && nd->in[1][0] ? ct_onnx_find(im, nd->in[1]) : NULL;
     if (!a || (nd->n_in > 1 && !b)) return 0;
     val *x = NULL, *p = NULL, *p2 = NULL;
     const tensor *c = NULL;
@@ -1094,16 +792,16 @@ static int gelu_step(imp *im, const node *nd) {
             if (im->vals[i].kind == 2 && im->vals[i].a.layer == base->layer && !memcmp(&im->vals[i].a, base, sizeof *base))
                 xname = im->vals[i].name;
         if (xname && readers(im, xname) > total)
-            return fail_node(im, nd, "GELU of a tensor that is also read elsewhere (before the GELU)");
-        if (!(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
-            return fail_node(im, nd, "cltrain applies GELU inside a conv, dense, batch norm or residual layer; this one follows %s",
-                             ct_layer_table[L->type]->name);
+            return ct_onnx_fail(im, nd, "GELU of a tensor that is also read elsewhere (before the GELU)");
+        if (!takes_activation(L->type))
+            return ct_onnx_fail(im, nd, "cltrain applies GELU inside a layer that takes activation= (%s); this one follows %s",
+                                activated_types(), ct_layer_table[L->type]->name);
         L->act = CT_ACT_GELU;
-        if (gelu == 2) note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
-        set_act(im, nd->out[0], *base);
+        if (gelu == 2) ct_onnx_note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
+        ct_onnx_set_act(im, nd->out[0], *base);
         return 1;
     }
-    val *v = add_val(im, nd->out[0], 3);
+    val *v = ct_onnx_add_val(im, nd->out[0], 3);
     v->a = *base;
     v->tag = tag;
     v->uses = total;
@@ -1113,9 +811,9 @@ static int gelu_step(imp *im, const node *nd) {
 /* Slice as a view: a residual's subsampling (x[:, :, ::s, ::s]) costs no layer, the shortcut reads every step-th
  * pixel of an earlier output */
 static int view_slice(imp *im, const node *nd, const act *x) {
-    const tensor *s = cin(im, nd, 1), *e = cin(im, nd, 2), *ax = cin(im, nd, 3), *sp = cin(im, nd, 4);
+    const tensor *s = ct_onnx_const_in(im, nd, 1), *e = ct_onnx_const_in(im, nd, 2), *ax = ct_onnx_const_in(im, nd, 3), *sp = ct_onnx_const_in(im, nd, 4);
     if (!x || x->rank != 4 || !s || !e || !s->v || !e->v || s->n != e->n || (ax && (!ax->v || ax->n != s->n)) || (sp && (!sp->v || sp->n != s->n)))
-        return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s])");
+        return ct_onnx_fail(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s])");
     act v = *x;
     int step_h = 0, step_w = 0;
     int dims[4] = {0, x->c, x->h, x->w};
@@ -1123,158 +821,128 @@ static int view_slice(imp *im, const node *nd, const act *x) {
         int64_t axis = ax ? i64(ax->v[j]) : j, st = sp ? i64(sp->v[j]) : 1;
         if (axis < 0) axis += 4;
         if (axis < 0 || axis > 3 || s->v[j] != 0 || st < 1 || (axis > 0 && e->v[j] < dims[axis]) || (axis < 2 && st != 1))
-            return fail_node(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s]): from 0 to the end, "
+            return ct_onnx_fail(im, nd, "a Slice cltrain takes only as a residual's subsampling (x[:, :, ::s, ::s]): from 0 to the end, "
                              "steps only along H and W");
         if (axis == 2) step_h = (int)st;
         if (axis == 3) step_w = (int)st;
     }
-    if (step_h && step_w && step_h != step_w) return fail_node(im, nd, "different steps along H and W");
+    if (step_h && step_w && step_h != step_w) return ct_onnx_fail(im, nd, "different steps along H and W");
     int st = step_h ? step_h : step_w ? step_w : 1;
     if (st > 1) {
-        if (v.step > 1 && (step_h == 0) == (step_w == 0)) return fail_node(im, nd, "subsampled twice");
+        if (v.step > 1 && (step_h == 0) == (step_w == 0)) return ct_onnx_fail(im, nd, "subsampled twice");
         /* one axis at a time (PyTorch exports x[:, :, ::2, ::2] as two Slices): the first sets the step, the second must agree */
-        if (v.step > 1 && v.step != st) return fail_node(im, nd, "different steps along H and W");
+        if (v.step > 1 && v.step != st) return ct_onnx_fail(im, nd, "different steps along H and W");
         v.step = st;
     }
-    set_act(im, nd->out[0], v);
+    ct_onnx_set_act(im, nd->out[0], v);
     return 0;
 }
 
 /* Pad as a view: a residual's zero channels appended, which cltrain's [shortcut] does itself */
 static int view_pad(imp *im, const node *nd, const act *x) {
-    const tensor *p = cin(im, nd, 1), *cv = cin(im, nd, 2);
-    const attr *mode = get_attr(nd, "mode");
+    const tensor *p = ct_onnx_const_in(im, nd, 1), *cv = ct_onnx_const_in(im, nd, 2);
+    const attr *mode = ct_onnx_node_attr(nd, "mode");
     if (!x || x->rank != 4 || !p || !p->v || p->n != 8 || (cv && (!cv->v || cv->n != 1 || cv->v[0] != 0)) ||
         (mode && mode->s && strcmp(mode->s, "constant")))
-        return fail_node(im, nd, "a Pad cltrain takes only as a residual's zero channels appended");
+        return ct_onnx_fail(im, nd, "a Pad cltrain takes only as a residual's zero channels appended");
     for (int i = 0; i < 8; i++)
-        if (i != 5 && p->v[i] != 0) return fail_node(im, nd, "pads other than channels at the end; cltrain's [shortcut] appends zero channels");
-    if (!(p->v[5] >= 0 && p->v[5] <= 65536)) return fail_node(im, nd, "pads out of range");
+        if (i != 5 && p->v[i] != 0) return ct_onnx_fail(im, nd, "pads other than channels at the end; cltrain's [shortcut] appends zero channels");
+    if (!(p->v[5] >= 0 && p->v[5] <= 65536)) return ct_onnx_fail(im, nd, "pads out of range");
     act v = *x;
     v.padc += (int)p->v[5];
-    set_act(im, nd->out[0], v);
+    ct_onnx_set_act(im, nd->out[0], v);
     return 0;
 }
 
 /* a final Softmax/LogSoftmax is dropped rather than refused: cltrain's loss and predict apply their own */
 static int drop_softmax(imp *im, const node *nd, const act *x) {
     if (!x || !graph_output(im, nd->out[0]) || x->layer != im->last.layer || x->rank != 2)
-        return fail_node(im, nd, "only a final Softmax or LogSoftmax over the classes is dropped (cltrain's loss applies its own)");
-    note(im, "the final Softmax/LogSoftmax is dropped: cltrain's predict prints probabilities, --logits writes the logits before it");
-    val *v = add_val(im, nd->out[0], 2);
+        return ct_onnx_fail(im, nd, "only a final Softmax or LogSoftmax over the classes is dropped (cltrain's loss applies its own)");
+    ct_onnx_note(im, "the final Softmax/LogSoftmax is dropped: cltrain's predict prints probabilities, --logits writes the logits before it");
+    val *v = ct_onnx_add_val(im, nd->out[0], 2);
     v->a = *x;
     v->dropped = 1; /* an output that is its input's */
-    return 0;
-}
-
-/* MatMul becomes a dense layer whose bias the following Add supplies */
-static int do_matmul(imp *im, const node *nd, const act *x) {
-    const tensor *W = cin(im, nd, 1);
-    if (!W || !W->f || W->ndim != 2) return fail_node(im, nd, "its second input is not a constant 2-D float tensor");
-    int rc = do_dense(im, nd, x, W->f, W->dims[0], W->dims[1], 0, NULL);
-    if (!rc) im->layers[im->n_layers - 1].matmul_bias = 1;
-    return rc;
-}
-
-/* ReduceMean over H and W is a global average pool; any other axes have no cltrain layer */
-static int do_reduce_mean(imp *im, const node *nd, const act *x) {
-    int64_t axes[8];
-    int na = attr_ints(nd, "axes", axes, 8);
-    const tensor *ta = cin(im, nd, 1);
-    if (ta && ta->v && ta->n <= 8) { na = (int)ta->n; for (int i = 0; i < na; i++) axes[i] = i64(ta->v[i]); }
-    int hw = na == 2 && x->rank == 4;
-    for (int i = 0; i < na && hw; i++) hw = axes[i] == 2 || axes[i] == 3 || axes[i] == -1 || axes[i] == -2;
-    if (!hw || (axes[0] % 4 + 4) % 4 == (axes[1] % 4 + 4) % 4)
-        return fail_node(im, nd, "a mean over axes other than H and W; cltrain averages each channel over the whole image");
-    return global_avg(im, nd, x, (int)attr_i(nd, "keepdims", 1));
-}
-
-/* GlobalMaxPool keeps its own layer, which the activations after it then see as [N, C, 1, 1] */
-static int do_global_max(imp *im, const node *nd, const act *x) {
-    if (x->rank != 4) return fail_node(im, nd, "its input is not [N, C, H, W]");
-    lay *L = new_layer(im, nd, CT_L_GLOBALMAXPOOL);
-    if (!L) return too_many(im, nd);
-    im->last = (act){.layer = im->n_layers - 1, .rank = 4, .c = x->c, .h = 1, .w = 1, .step = 1};
-    set_act(im, nd->out[0], im->last);
     return 0;
 }
 
 /* Relu and Gelu are no layers of their own in cltrain: they merge into the layer before, which must have no
  * activation yet and no other reader of its pre-activation output */
 static int fuse_activation(imp *im, const node *nd, const act *x) {
-    const attr *ap = get_attr(nd, "approximate");
+    const attr *ap = ct_onnx_node_attr(nd, "approximate");
     int gelu = nd->op[0] == 'G';
     if (gelu && ap && ap->s && !strcmp(ap->s, "tanh"))
-        note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
+        ct_onnx_note(im, "GELU's tanh approximation imported as cltrain's GELU, the exact erf form (they differ by up to 3e-4 per value)");
     lay *L = x->layer >= 0 ? &im->layers[x->layer] : NULL;
-    if (!L || L->act || !(L->type == CT_L_CONV || L->type == CT_L_DENSE || L->type == CT_L_BATCHNORM || L->type == CT_L_SHORTCUT))
-        return fail_node(im, nd, "cltrain applies %s inside a conv, dense, batch norm or residual layer; this one follows %s",
-                         gelu ? "GELU" : "ReLU", L ? ct_layer_table[L->type]->name : "the input");
-    if (readers(im, nd->in[0]) > 1) return fail_node(im, nd, "its input is also read elsewhere (before the activation)");
+    if (!L || L->act || !takes_activation(L->type))
+        return ct_onnx_fail(im, nd, "cltrain applies %s inside a layer that takes activation= (%s); this one follows %s",
+                            gelu ? "GELU" : "ReLU", activated_types(), L ? ct_layer_table[L->type]->name : "the input");
+    if (readers(im, nd->in[0]) > 1) return ct_onnx_fail(im, nd, "its input is also read elsewhere (before the activation)");
     L->act = gelu ? CT_ACT_GELU : CT_ACT_RELU;
-    set_act(im, nd->out[0], *x);
+    ct_onnx_set_act(im, nd->out[0], *x);
     return 0;
 }
 
 /* Flatten, Reshape and Squeeze only as the flatten before Gemm or MatMul, which cltrain's dense layer does itself */
 static int view_flatten(imp *im, const node *nd, const act *x) {
     const char *op = nd->op;
-    if (!strcmp(op, "Flatten") && attr_i(nd, "axis", 1) != 1) return fail_node(im, nd, "Flatten with axis %lld; cltrain flattens after the batch", (long long)attr_i(nd, "axis", 1));
+    if (!strcmp(op, "Flatten") && ct_onnx_node_int(nd, "axis", 1) != 1) return ct_onnx_fail(im, nd, "Flatten with axis %lld; cltrain flattens after the batch", (long long)ct_onnx_node_int(nd, "axis", 1));
     if (!strcmp(op, "Reshape")) {
-        const tensor *s = cin(im, nd, 1);
+        const tensor *s = ct_onnx_const_in(im, nd, 1);
         int64_t F = (int64_t)x->c * x->h * x->w;
         if (!s || !s->v || s->n != 2 || !(isnan(s->v[0]) || s->v[0] == -1 || s->v[0] == 0) || !(s->v[1] == F || s->v[1] == -1))
-            return fail_node(im, nd, "a Reshape to other than [N, %lld] (a flatten before Gemm or MatMul)", (long long)F);
+            return ct_onnx_fail(im, nd, "a Reshape to other than [N, %lld] (a flatten before Gemm or MatMul)", (long long)F);
     }
     if (!strcmp(op, "Squeeze") && (x->rank != 4 || x->h != 1 || x->w != 1))
-        return fail_node(im, nd, "a Squeeze of other than [N, C, 1, 1]");
+        return ct_onnx_fail(im, nd, "a Squeeze of other than [N, C, 1, 1]");
     act v = *x;
     v.rank = 2;
-    set_act(im, nd->out[0], v);
+    ct_onnx_set_act(im, nd->out[0], v);
     return 0;
+}
+
+/* A node no view or folding took: the layer type whose ct_layer_ops.import takes it, or a Relu, Gelu or flatten
+ * on the newest activation */
+static int ask_layers(imp *im, const node *nd) {
+    const char *op = nd->op;
+    for (int t = 0; t < CT_L_COUNT; t++) {
+        int rc = ct_layer_table[t]->import ? ct_layer_table[t]->import(im, nd) : 1;
+        if (rc <= 0) return rc;
+    }
+    int relu = !strcmp(op, "Relu") || !strcmp(op, "Gelu"), flat = !strcmp(op, "Flatten") || !strcmp(op, "Reshape") || !strcmp(op, "Squeeze");
+    if (!relu && !flat) return ct_onnx_fail(im, nd, "not an op cltrain imports; %s", supported());
+    const act *x;
+    int rc = ct_onnx_newest(im, nd, &x);
+    return rc ? rc : relu ? fuse_activation(im, nd, x) : view_flatten(im, nd, x);
 }
 
 /* Maps one ONNX node onto cltrain's layers: folded when constant, a view when it only re-reads an earlier output,
  * otherwise a layer; 0 when handled, below 0 after the one error line */
-static int do_node(imp *im, const node *nd, int idx) {
+static int do_node(imp *im, const node *nd) {
     const char *op = nd->op;
-    (void)idx;
     if (nd->domain && nd->domain[0] && strcmp(nd->domain, "ai.onnx"))
-        return fail_node(im, nd, "an op of domain '%s'; %s", nd->domain, supported);
+        return ct_onnx_fail(im, nd, "an op of domain '%s'; %s", nd->domain, supported());
     int rc = fold(im, nd);
     if (rc <= 0) return rc;
     if ((rc = gelu_step(im, nd))) return rc < 0 ? rc : 0;
-    const act *x = ain(im, nd, 0);
+    const act *x = ct_onnx_act_in(im, nd, 0);
     /* views and a dropped Softmax: no layer, and their input may be any earlier output */
     if (!strcmp(op, "Identity") || !strcmp(op, "Dropout")) {
-        if (!x) return fail_node(im, nd, "its input is not known");
-        if (nd->n_out > 1 && nd->out[1][0] && readers(im, nd->out[1])) return fail_node(im, nd, "its mask output is used");
-        set_act(im, nd->out[0], *x);
+        if (!x) return ct_onnx_fail(im, nd, "its input is not known");
+        if (nd->n_out > 1 && nd->out[1][0] && readers(im, nd->out[1])) return ct_onnx_fail(im, nd, "its mask output is used");
+        ct_onnx_set_act(im, nd->out[0], *x);
         return 0;
     }
     if (!strcmp(op, "Slice")) return view_slice(im, nd, x);
     if (!strcmp(op, "Pad")) return view_pad(im, nd, x);
-    if (!strcmp(op, "Add")) return do_add(im, nd);
     if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) return drop_softmax(im, nd, x);
-    /* layers: their input must be the newest activation */
-    if ((rc = main_input(im, nd, &x))) return rc;
-    if (!strcmp(op, "Conv")) return do_conv(im, nd, x);
-    if (!strcmp(op, "BatchNormalization")) return do_bn(im, nd, x);
-    if (!strcmp(op, "Gemm")) return do_gemm(im, nd, x);
-    if (!strcmp(op, "MatMul")) return do_matmul(im, nd, x);
-    if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool")) return do_pool(im, nd, x, op[0] == 'M');
-    if (!strcmp(op, "GlobalAveragePool")) return global_avg(im, nd, x, 1);
-    if (!strcmp(op, "ReduceMean")) return do_reduce_mean(im, nd, x);
-    if (!strcmp(op, "GlobalMaxPool")) return do_global_max(im, nd, x);
-    if (!strcmp(op, "Relu") || !strcmp(op, "Gelu")) return fuse_activation(im, nd, x);
-    if (!strcmp(op, "Flatten") || !strcmp(op, "Reshape") || !strcmp(op, "Squeeze")) return view_flatten(im, nd, x);
-    return fail_node(im, nd, "not an op cltrain imports; %s", supported);
+    return ask_layers(im, nd);
 }
 
 /* ---- the result ------------------------------------------------------------------ */
 
+/* the .cfg text of the layers their types' import wrote, parsed for the parameters' offsets, and the parameters */
 static int emit(imp *im, const vinfo *in, ct_onnx_imported *out) {
-    size_t cap = 4096 + (size_t)im->n_layers * 128, n = 0;
+    size_t cap = 4096 + (size_t)im->n_layers * (sizeof im->layers[0].sect + 256), n = 0;
     char *cfg = ct_xmalloc(cap);
     const lay *last = &im->layers[im->n_layers - 1];
 #define P(...) (n += (size_t)snprintf(cfg + n, cap - n, __VA_ARGS__))
@@ -1282,16 +950,7 @@ static int emit(imp *im, const vinfo *in, ct_onnx_imported *out) {
       (long long)in->dims[3], (long long)in->dims[1], last->oc);
     for (int i = 0; i < im->n_layers; i++) {
         const lay *L = &im->layers[i];
-        P("\n# %s\n", L->node);
-        switch (L->type) {
-        case CT_L_CONV: P("[conv]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\n", L->oc, L->k, L->stride, L->pad); break;
-        case CT_L_DENSE: P("[dense]\noutputs=%d\n", L->oc); break;
-        case CT_L_BATCHNORM: P("[batchnorm]\n"); break;
-        case CT_L_MAXPOOL: P("[maxpool]\nsize=%d\nstride=%d\n", L->k, L->stride); break;
-        case CT_L_AVGPOOL: P("[avgpool]\n"); break;
-        case CT_L_SHORTCUT: P("[shortcut]\nfrom=%d\n", L->from); break;
-        case CT_L_GLOBALMAXPOOL: P("[globalmaxpool]\n"); break;
-        }
+        P("\n# %s\n%s", L->node, L->sect);
         if (L->act) P("activation=%s\n", ct_activations[L->act].name);
     }
     P("\n[softmax]\n");
@@ -1307,29 +966,10 @@ static int emit(imp *im, const vinfo *in, ct_onnx_imported *out) {
     for (int i = 0; i < im->n_layers; i++) {
         const lay *L = &im->layers[i];
         const ct_layer *M = &m.layers[i];
-        if (L->type == CT_L_CONV) {
-            int k = L->k, C = M->ic, O = M->oc;
-            for (int o = 0; o < O; o++)
-                for (int c = 0; c < C; c++)
-                    for (int ky = 0; ky < k; ky++)
-                        for (int kx = 0; kx < k; kx++)
-                            p[M->w_off + (((size_t)ky * k + kx) * C + c) * O + o] = L->w[(((size_t)o * C + c) * k + ky) * k + kx];
-            memcpy(p + M->b_off, L->b, (size_t)O * sizeof(float));
-        } else if (L->type == CT_L_DENSE) {
-            int H = L->flat_h, W = L->flat_w, C = L->flat_c, O = L->oc;
-            for (int h = 0; h < H; h++)
-                for (int x = 0; x < W; x++)
-                    for (int c = 0; c < C; c++)
-                        memcpy(p + M->w_off + (((size_t)h * W + x) * C + c) * O, L->w + (((size_t)c * H + h) * W + x) * O,
-                               (size_t)O * sizeof(float));
-            memcpy(p + M->b_off, L->b, (size_t)O * sizeof(float));
-        } else if (L->type == CT_L_BATCHNORM) {
-            size_t C = (size_t)M->oc;
-            memcpy(p + M->w_off, L->bn[0], C * sizeof(float));
-            memcpy(p + M->w_off + C, L->bn[2], C * sizeof(float));
-            memcpy(p + M->w_off + 2 * C, L->bn[3], C * sizeof(float));
-            memcpy(p + M->b_off, L->bn[1], C * sizeof(float));
-        }
+        /* as many as the parsed layer holds, which its section's keys decide */
+        CT_ASSERT((!L->w || L->n_w == M->n_w) && (!L->b || L->n_b == M->n_b));
+        if (L->w) memcpy(p + M->w_off, L->w, L->n_w * sizeof(float));
+        if (L->b) memcpy(p + M->b_off, L->b, L->n_b * sizeof(float));
     }
     out->cfg = cfg;
     out->params = p;
@@ -1363,7 +1003,6 @@ static void imp_free(imp *im) {
     for (int i = 0; i < im->n_layers; i++) {
         lay *L = &im->layers[i];
         free(L->w), free(L->b);
-        for (int k = 0; k < 4; k++) free(L->bn[k]);
     }
 }
 
@@ -1407,7 +1046,7 @@ int ct_onnx_import(const uint8_t *buf, size_t len, const char *path, ct_onnx_imp
     if (!rc) {
         for (int i = 0; i < im->n_inits; i++) set_const(im, im->init_names[i], &im->inits[i]);
         im->last = (act){.layer = -1, .rank = 4, .c = (int)in->dims[1], .h = (int)in->dims[2], .w = (int)in->dims[3], .step = 1};
-        set_act(im, in->name, im->last);
+        ct_onnx_set_act(im, in->name, im->last);
     }
     /* cltrain's own export: pixels / 255 (and per-image standardisation) lead the graph; the data set prepares them */
     int first = 0;
@@ -1419,18 +1058,18 @@ int ct_onnx_import(const uint8_t *buf, size_t len, const char *path, ct_onnx_imp
             while (first < im->n_nodes && strncmp(im->nodes[first - 1].out[0], "standardized", 12)) first++;
         if (first >= im->n_nodes) rc = ct_fail(CT_EINPUT, "%s: says it is cltrain's export, but its input preparation is not", path);
         else {
-            set_act(im, im->nodes[first - 1].out[0], im->last);
+            ct_onnx_set_act(im, im->nodes[first - 1].out[0], im->last);
             snprintf(out->dataset, sizeof out->dataset, "%s", ds ? ds : "");
-            note(im, std ? "the input preparation of cltrain's export (x / 255, per-image standardisation) is the data set's"
+            ct_onnx_note(im, std ? "the input preparation of cltrain's export (x / 255, per-image standardisation) is the data set's"
                          : "the input preparation of cltrain's export (x / 255) is the data set's");
         }
     }
-    for (int i = first; !rc && i < im->n_nodes; i++) rc = do_node(im, &im->nodes[i], i);
+    for (int i = first; !rc && i < im->n_nodes; i++) rc = do_node(im, &im->nodes[i]);
     /* the output: one graph output, the newest layer's, a dense layer's [N, classes] */
     /* the logits: the one output that is not a dropped Softmax (cltrain's export has both), else the Softmax's input */
     const act *res = NULL, *soft = NULL;
     for (int i = 0; !rc && i < im->n_outputs; i++) {
-        val *v = im->outputs[i].name ? find(im, im->outputs[i].name) : NULL;
+        val *v = im->outputs[i].name ? ct_onnx_find(im, im->outputs[i].name) : NULL;
         if (!v || v->kind != 2) rc = ct_fail(CT_EINPUT, "%s: output '%s' is not computed by the graph", path, im->outputs[i].name ? im->outputs[i].name : "");
         else if (v->dropped) soft = soft ? soft : &v->a;
         else if (res) rc = ct_fail(CT_EINPUT, "%s: two outputs; cltrain models have one (the logits)", path);
@@ -1438,7 +1077,7 @@ int ct_onnx_import(const uint8_t *buf, size_t len, const char *path, ct_onnx_imp
     }
     if (!rc && !res) res = soft;
     if (!rc && !res) rc = ct_fail(CT_EINPUT, "%s: the graph has no output", path);
-    if (!rc && (res->layer != im->n_layers - 1 || res->layer < 0 || im->layers[res->layer].type != CT_L_DENSE ||
+    if (!rc && (res->layer != im->n_layers - 1 || res->layer < 0 || !ct_layer_table[im->layers[res->layer].type]->logits ||
                 im->layers[res->layer].act))
         rc = ct_fail(CT_EINPUT, "%s: the output must be the logits of a final Gemm or MatMul (a dense layer without ReLU), as "
                      "cltrain's softmax cross-entropy reads them", path);

@@ -151,8 +151,43 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     return 0;
 }
 
+/* BatchNormalization in eval mode over channels; ONNX's epsilon moves into
+ * the variance, cltrain's being fixed */
+static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
+    if (strcmp(nd->op, "BatchNormalization")) return 1;
+    const ct_onnx_act *x;
+    int rc = ct_onnx_newest(im, nd, &x);
+    if (rc) return rc;
+    const ct_onnx_tensor *p[4];
+    int C = x->rank == 4 ? x->c : x->c * x->h * x->w;
+    for (int k = 0; k < 4; k++)
+        if (!(p[k] = ct_onnx_const_in(im, nd, k + 1)) || !p[k]->f || p[k]->n != C)
+            return ct_onnx_fail(im, nd, "its scale, bias, mean and variance must be constants of %d floats", C);
+    if (ct_onnx_node_int(nd, "training_mode", 0)) return ct_onnx_fail(im, nd, "training_mode=1; export the model in eval mode");
+    if (nd->n_out > 1) return ct_onnx_fail(im, nd, "it outputs running statistics (training mode); export in eval mode");
+    const ct_onnx_attr *e = ct_onnx_node_attr(nd, "epsilon");
+    double eps = e ? e->f : 1e-5, ours = 1e-5; /* cltrain's BN_EPS, as ONNX writes it */
+    if (x->rank == 2 && x->h * x->w != 1) return ct_onnx_fail(im, nd, "batch norm over a flattened image; cltrain normalises channels");
+    float *w = ct_xmalloc(3 * (size_t)C * sizeof(float)); /* ct_bn_layout: gamma, mean, variance; bias beta */
+    for (int c = 0; c < C; c++) {
+        double v = (double)p[3]->f[c] + eps - ours; /* the rest of ONNX's epsilon moves into the variance */
+        if (!(v > 0) && !(v == 0 && eps == ours)) {
+            free(w);
+            return ct_onnx_fail(im, nd, "epsilon %g with a variance below %g; cltrain's epsilon is %g", eps, ours - eps, ours);
+        }
+        w[c] = p[0]->f[c], w[C + c] = p[2]->f[c], w[2 * C + c] = (float)v;
+    }
+    ct_onnx_act y = *x;
+    ct_onnx_layer *L = ct_onnx_layer_add(im, nd, CT_L_BATCHNORM, y, "[batchnorm]\n");
+    if (!L) { free(w); return CT_EINPUT; }
+    L->oc = C;
+    L->w = w, L->n_w = 3 * (size_t)C;
+    L->b = ct_onnx_floats(p[1]), L->n_b = (size_t)C;
+    return 0;
+}
+
 const ct_layer_ops ct_layer_batchnorm = {
     .type = CT_L_BATCHNORM, .name = "batchnorm", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .act_inside = 1, .build = build, .release = release, .shape = shape, .setup = setup, .forward = forward, .backward = backward, .init = init, .state = state,
-    .onnx = onnx,
+    .onnx = onnx, .import = import, .onnx_ops = "BatchNormalization",
 };

@@ -163,9 +163,54 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     return 0;
 }
 
+/* Conv: square kernels, one stride, equal padding, no groups or dilation;
+ * weights OIHW -> HWIO */
+static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
+    if (strcmp(nd->op, "Conv")) return 1;
+    const ct_onnx_act *x;
+    int rc = ct_onnx_newest(im, nd, &x);
+    if (rc) return rc;
+    const ct_onnx_tensor *W = ct_onnx_const_in(im, nd, 1), *B = ct_onnx_const_in(im, nd, 2);
+    if (!W || !W->f || W->ndim != 4) return ct_onnx_fail(im, nd, "its weights are not a constant 4-D float tensor");
+    if (nd->n_in > 2 && nd->in[2][0] && (!B || !B->f || B->n != W->dims[0]))
+        return ct_onnx_fail(im, nd, "its bias is not a constant of %lld floats", (long long)W->dims[0]);
+    if (x->rank != 4) return ct_onnx_fail(im, nd, "its input is not [N, C, H, W]");
+    int64_t O = W->dims[0], I = W->dims[1], kh = W->dims[2], kw = W->dims[3], st[4] = {1, 1}, pd[8] = {0}, dl[4] = {1, 1};
+    int ns = ct_onnx_node_ints(nd, "strides", st, 4), np = ct_onnx_node_ints(nd, "pads", pd, 8);
+    int ndl = ct_onnx_node_ints(nd, "dilations", dl, 4);
+    const ct_onnx_attr *ap = ct_onnx_node_attr(nd, "auto_pad");
+    if (ct_onnx_node_int(nd, "group", 1) != 1)
+        return ct_onnx_fail(im, nd, "grouped convolution (group=%lld); cltrain convolves all channels", (long long)ct_onnx_node_int(nd, "group", 1));
+    if (ap && ap->s && strcmp(ap->s, "NOTSET")) return ct_onnx_fail(im, nd, "auto_pad %s; export with explicit pads", ap->s);
+    if (I != x->c) return ct_onnx_fail(im, nd, "weights for %lld input channels, its input has %d", (long long)I, x->c);
+    if (kh != kw || (ns && (ns != 2 || st[0] != st[1])) || (np && (np != 4 || pd[0] != pd[1] || pd[0] != pd[2] || pd[0] != pd[3])) ||
+        (ndl && (dl[0] != 1 || dl[1] != 1)))
+        return ct_onnx_fail(im, nd, "kernel %lldx%lld, strides %lld,%lld, pads %lld,%lld,%lld,%lld, dilation %lld: cltrain's convolutions "
+                            "are square with one stride, equal padding on every side and no dilation", (long long)kh, (long long)kw,
+                            (long long)st[0], (long long)st[1], (long long)pd[0], (long long)pd[1], (long long)pd[2], (long long)pd[3],
+                            (long long)dl[0]);
+    if (kh < 1 || kh > 64 || st[0] < 1 || st[0] > 64 || pd[0] < 0 || pd[0] > 64 || O < 1 || O > 65536)
+        return ct_onnx_fail(im, nd, "kernel %lld, stride %lld, pad %lld, %lld filters: out of cltrain's ranges (1..64, 1..64, 0..64, 1..65536)",
+                            (long long)kh, (long long)st[0], (long long)pd[0], (long long)O);
+    int k = (int)kh, C = x->c, oh = (int)((x->h + 2 * pd[0] - kh) / st[0] + 1), ow = (int)((x->w + 2 * pd[0] - kh) / st[0] + 1);
+    if (oh < 1 || ow < 1) return ct_onnx_fail(im, nd, "its %dx%d input is smaller than the kernel", x->h, x->w);
+    ct_onnx_layer *L = ct_onnx_layer_add(im, nd, CT_L_CONV, (ct_onnx_act){.rank = 4, .c = (int)O, .h = oh, .w = ow, .step = 1},
+                                         "[conv]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\n", (int)O, k, (int)st[0], (int)pd[0]);
+    if (!L) return CT_EINPUT;
+    L->n_w = (size_t)k * k * C * O, L->n_b = (size_t)O;
+    L->w = ct_xmalloc(L->n_w * sizeof(float));
+    for (int o = 0; o < O; o++)
+        for (int c = 0; c < C; c++)
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++)
+                    L->w[(((size_t)ky * k + kx) * C + c) * O + o] = W->f[(((size_t)o * C + c) * k + ky) * k + kx];
+    L->b = B ? ct_onnx_floats(B) : ct_xcalloc((size_t)O, sizeof(float));
+    return 0;
+}
+
 const ct_layer_ops ct_layer_conv = {
     .type = CT_L_CONV, .name = "conv", .alias = "convolutional", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .build = build, .release = release, .shape = shape, .flops = flops, .setup = setup, .forward = forward, .backward = backward,
-    .onnx = onnx, .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
+    .onnx = onnx, .import = import, .onnx_ops = "Conv", .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
 };
 

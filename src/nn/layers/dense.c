@@ -72,8 +72,85 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     return 0;
 }
 
+/* A dense layer from x [N, K] (flattened from (c, h, w)) and ONNX's weights w
+ * ([K][O], or [O][K] when trans) with bias (NULL: zeros): its rows go to
+ * cltrain's (h, w, c) order */
+static int import_dense(ct_onnx_imp *im, const ct_onnx_node *nd, const ct_onnx_act *x, const float *w, int64_t K, int64_t O,
+                        int trans, const float *bias) {
+    if (x->rank != 2) return ct_onnx_fail(im, nd, "its input is [N, C, H, W]; flatten it first");
+    if (K != (int64_t)x->c * x->h * x->w)
+        return ct_onnx_fail(im, nd, "weights for %lld inputs, its input has %d", (long long)K, x->c * x->h * x->w);
+    int H = x->h, W = x->w, C = x->c;
+    ct_onnx_layer *L = ct_onnx_layer_add(im, nd, CT_L_DENSE, (ct_onnx_act){.rank = 2, .c = (int)O, .h = 1, .w = 1, .step = 1},
+                                         "[dense]\noutputs=%d\n", (int)O);
+    if (!L) return CT_EINPUT;
+    L->n_w = (size_t)(K * O), L->n_b = (size_t)O;
+    L->w = ct_xmalloc(L->n_w * sizeof(float) + 1);
+    for (int h = 0; h < H; h++)
+        for (int xx = 0; xx < W; xx++)
+            for (int c = 0; c < C; c++) {
+                int64_t k = ((int64_t)c * H + h) * W + xx, to = ((int64_t)h * W + xx) * C + c;
+                for (int64_t o = 0; o < O; o++) L->w[to * O + o] = trans ? w[o * K + k] : w[k * O + o];
+            }
+    L->b = ct_xcalloc((size_t)O, sizeof(float));
+    if (bias) memcpy(L->b, bias, (size_t)O * sizeof(float));
+    return 0;
+}
+
+/* Gemm: B (transB) and C constants, alpha and beta folded in */
+static int import_gemm(ct_onnx_imp *im, const ct_onnx_node *nd, const ct_onnx_act *x) {
+    const ct_onnx_tensor *W = ct_onnx_const_in(im, nd, 1), *C = ct_onnx_const_in(im, nd, 2);
+    if (!W || !W->f || W->ndim != 2) return ct_onnx_fail(im, nd, "its B is not a constant 2-D float tensor");
+    if (ct_onnx_node_int(nd, "transA", 0)) return ct_onnx_fail(im, nd, "transA=1");
+    const ct_onnx_attr *al = ct_onnx_node_attr(nd, "alpha"), *be = ct_onnx_node_attr(nd, "beta");
+    int tb = (int)ct_onnx_node_int(nd, "transB", 0);
+    int64_t K = tb ? W->dims[1] : W->dims[0], O = tb ? W->dims[0] : W->dims[1];
+    if (O < 1 || O > (1 << 24)) return ct_onnx_fail(im, nd, "%lld outputs", (long long)O);
+    if (C && (!C->f || (C->n != O && C->n != 1))) return ct_onnx_fail(im, nd, "its C is not a constant of %lld floats", (long long)O);
+    if (nd->n_in > 2 && nd->in[2][0] && !C) return ct_onnx_fail(im, nd, "its C is not a constant");
+    float *bias = ct_xcalloc((size_t)O, sizeof(float));
+    for (int64_t o = 0; C && o < O; o++) bias[o] = C->f[C->n == 1 ? 0 : o] * (be ? be->f : 1.0f);
+    float *w = ct_onnx_floats(W);
+    if (al) for (int64_t i = 0; i < W->n; i++) w[i] *= al->f;
+    int rc = import_dense(im, nd, x, w, K, O, tb, bias);
+    free(w);
+    free(bias);
+    return rc;
+}
+
+/* Add of a constant: the bias of the MatMul just before (L->open) */
+static int import_bias(ct_onnx_imp *im, const ct_onnx_node *nd, const ct_onnx_act *x, const ct_onnx_tensor *c) {
+    ct_onnx_layer *L = im->n_layers ? &im->layers[im->n_layers - 1] : NULL;
+    if (!L || x->layer != im->n_layers - 1 || L->type != CT_L_DENSE || !L->open || !c->f || c->n != L->oc)
+        return ct_onnx_fail(im, nd, "adds a constant; cltrain takes that only as the bias right after a MatMul");
+    memcpy(L->b, c->f, (size_t)L->oc * sizeof(float));
+    L->open = 0;
+    ct_onnx_set_act(im, nd->out[0], *x);
+    return 0;
+}
+
+/* Gemm; MatMul, whose bias an Add of a constant right after gives */
+static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
+    const ct_onnx_act *x;
+    int rc;
+    if (!strcmp(nd->op, "Add")) {
+        const ct_onnx_act *a = ct_onnx_act_in(im, nd, 0), *b = ct_onnx_act_in(im, nd, 1);
+        const ct_onnx_tensor *c = ct_onnx_const_in(im, nd, a ? 1 : 0);
+        return (a || b) && c ? import_bias(im, nd, a ? a : b, c) : 1;
+    }
+    if (strcmp(nd->op, "Gemm") && strcmp(nd->op, "MatMul")) return 1;
+    if ((rc = ct_onnx_newest(im, nd, &x))) return rc;
+    if (!strcmp(nd->op, "Gemm")) return import_gemm(im, nd, x);
+    const ct_onnx_tensor *W = ct_onnx_const_in(im, nd, 1);
+    if (!W || !W->f || W->ndim != 2) return ct_onnx_fail(im, nd, "its second input is not a constant 2-D float tensor");
+    rc = import_dense(im, nd, x, W->f, W->dims[0], W->dims[1], 0, NULL);
+    if (!rc) im->layers[im->n_layers - 1].open = 1;
+    return rc;
+}
+
 const ct_layer_ops ct_layer_dense = {
     .type = CT_L_DENSE, .name = "dense", .alias = "connected", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .shape = shape, .flops = flops, .setup = setup, .forward = forward, .backward = backward,
-    .onnx = onnx, .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
+    .onnx = onnx, .import = import, .onnx_ops = "Gemm or MatMul+Add after Flatten/Reshape/Squeeze", .logits = 1,
+    .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
 };

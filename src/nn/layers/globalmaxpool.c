@@ -5,6 +5,7 @@
  * (kernels/globalmaxpool.cl, built at its first layer), its buffer, its ONNX
  * node. Reference: src/ref/globalmaxpool.c; tests: tests/test_globalmaxpool.c. */
 #include "cltrain/layer.h"
+#include <string.h>
 
 static const char *const kernels[] = {"globalmaxpool_fwd", "globalmaxpool_bwd"};
 enum { FWD, BWD };
@@ -54,8 +55,19 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     return 0;
 }
 
+/* GlobalMaxPool: the activations after it see [N, C, 1, 1] */
+static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
+    if (strcmp(nd->op, "GlobalMaxPool")) return 1;
+    const ct_onnx_act *x;
+    int rc = ct_onnx_newest(im, nd, &x);
+    if (rc) return rc;
+    if (x->rank != 4) return ct_onnx_fail(im, nd, "its input is not [N, C, H, W]");
+    ct_onnx_act y = {.rank = 4, .c = x->c, .h = 1, .w = 1, .step = 1};
+    return ct_onnx_layer_add(im, nd, CT_L_GLOBALMAXPOOL, y, "[globalmaxpool]\n") ? 0 : CT_EINPUT;
+}
+
 const ct_layer_ops ct_layer_globalmaxpool = {
     .type = CT_L_GLOBALMAXPOOL, .name = "globalmaxpool", .keys = NULL, .n_keys = 0,
     .build = build, .release = ct_kernels_release, .shape = shape, .setup = setup, .forward = forward, .backward = backward,
-    .onnx = onnx,
+    .onnx = onnx, .import = import, .onnx_ops = "GlobalMaxPool",
 };

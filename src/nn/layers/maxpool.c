@@ -73,8 +73,27 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     return 0;
 }
 
+/* MaxPool: a square window, one stride, inside the input, floor mode */
+static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
+    if (strcmp(nd->op, "MaxPool")) return 1;
+    const ct_onnx_act *x;
+    int64_t k[2], st[2];
+    int rc = ct_onnx_newest(im, nd, &x);
+    if (rc) return rc;
+    if (x->rank != 4) return ct_onnx_fail(im, nd, "its input is not [N, C, H, W]");
+    if ((rc = ct_onnx_pool_window(im, nd, k, st))) return rc;
+    if (k[0] != k[1] || st[0] != st[1] || k[0] < 1 || k[0] > 64 || st[0] < 1 || st[0] > 64 || k[0] > x->h || k[0] > x->w)
+        return ct_onnx_fail(im, nd, "window %lldx%lld, strides %lld,%lld over %dx%d; cltrain's are square with one stride (1..64) inside the input",
+                            (long long)k[0], (long long)k[1], (long long)st[0], (long long)st[1], x->h, x->w);
+    if (ct_onnx_node_int(nd, "ceil_mode", 0) && ((x->h - k[0]) % st[0] || (x->w - k[0]) % st[0]))
+        return ct_onnx_fail(im, nd, "ceil_mode=1 where it adds a partial window; cltrain pools in floor mode");
+    if (nd->n_out > 1 && nd->out[1][0]) return ct_onnx_fail(im, nd, "its indices output is used");
+    ct_onnx_act y = {.rank = 4, .c = x->c, .h = (int)((x->h - k[0]) / st[0] + 1), .w = (int)((x->w - k[0]) / st[0] + 1), .step = 1};
+    return ct_onnx_layer_add(im, nd, CT_L_MAXPOOL, y, "[maxpool]\nsize=%d\nstride=%d\n", (int)k[0], (int)st[0]) ? 0 : CT_EINPUT;
+}
+
 const ct_layer_ops ct_layer_maxpool = {
     .type = CT_L_MAXPOOL, .name = "maxpool", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .build = build, .release = ct_kernels_release, .shape = shape, .setup = setup, .forward = forward, .backward = backward,
-    .onnx = onnx,
+    .onnx = onnx, .import = import, .onnx_ops = "MaxPool",
 };

@@ -207,9 +207,30 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     return 0;
 }
 
+/* Add of two activations: the newest, and an earlier output seen through a
+ * subsampling Slice and a channel Pad (option A) */
+static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
+    if (strcmp(nd->op, "Add")) return 1;
+    const ct_onnx_act *a = ct_onnx_act_in(im, nd, 0), *b = ct_onnx_act_in(im, nd, 1);
+    if (!a || !b) return ct_onnx_fail(im, nd, "its inputs are not two activations (a residual) or a MatMul's output and a bias");
+    const ct_onnx_act *cur = a, *oth = b;
+    if (!(a->layer == im->last.layer && a->step == 1 && !a->padc)) cur = b, oth = a;
+    if (!(cur->layer == im->last.layer && cur->step == 1 && !cur->padc) || oth->layer == cur->layer)
+        return ct_onnx_fail(im, nd, "a residual Add must add an earlier output to the newest one");
+    if (cur->rank != 4 || oth->rank != 4) return ct_onnx_fail(im, nd, "residual of flattened tensors");
+    int sh = oth->h, sw = oth->w, sc = oth->c, S = (sh + cur->h - 1) / cur->h;
+    int vh = (sh + oth->step - 1) / oth->step, vw = (sw + oth->step - 1) / oth->step;
+    if (vh != cur->h || vw != cur->w || sc + oth->padc != cur->c || (S != oth->step && !(S == 1 && oth->step == 1)))
+        return ct_onnx_fail(im, nd, "adds a %dx%dx%d tensor (subsampled by %d, %d zero channels added) to a %dx%dx%d one; cltrain's "
+                            "[shortcut] subsamples an earlier output and appends zero channels", sc, sh, sw, oth->step, oth->padc,
+                            cur->c, cur->h, cur->w);
+    if (sc > cur->c) return ct_onnx_fail(im, nd, "the earlier output has more channels");
+    return ct_onnx_layer_add(im, nd, CT_L_SHORTCUT, *cur, "[shortcut]\nfrom=%d\n", oth->layer) ? 0 : CT_EINPUT;
+}
+
 const ct_layer_ops ct_layer_shortcut = {
     .type = CT_L_SHORTCUT, .name = "shortcut", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .build = build, .release = release, .shape = shape, .flops = flops, .setup = setup, .forward = forward,
     .backward = backward, .backward_from = backward_from,
-    .onnx = onnx, .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
+    .onnx = onnx, .import = import, .onnx_ops = "Add (residuals)", .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
 };
