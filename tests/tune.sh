@@ -196,6 +196,56 @@ if [[ -f $fm/train-images-idx3-ubyte.gz || -f $fm/train-images-idx3-ubyte ]]; th
     if [[ $rc -eq 2 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "CLTRAIN_AUTOTUNE='$v'" "$tmp/err"; then ok "CLTRAIN_AUTOTUNE=$v: exit 2, one line"
     else notok "CLTRAIN_AUTOTUNE=$v" "exit $rc" "$(head -3 "$tmp/err")"; fi
   done
+  # the same first-run search for the runs whose model is not --model as written: a resumed checkpoint's
+  # (searched at its batch), a model fitted to an image folder's or NumPy arrays' shape (the rows show the
+  # fitted input: mlp's first product is B x 256 x H*W*C), and under mpirun, where the ranks that share a
+  # device search one after another, so only the first of them searches
+  : >"$tmp/none"
+  firstrun() { # NAME WANT-REGEX CMD...: a search announced once, a database written, the report matching WANT
+    local name=$1 want=$2; shift 2
+    rm -f "$auto"/gemm-tune-*.txt
+    CLTRAIN_CACHE_DIR=$auto CLTRAIN_AUTOTUNE=8 CLTRAIN_DEBUG=1 timeout 300 "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$? ann adb
+    ann=$(grep -c 'no tuning database for .*at most 8 s, once (CLTRAIN_AUTOTUNE=0 skips it)' "$tmp/err")
+    adb=$(ls "$auto"/gemm-tune-*.txt 2>/dev/null | head -1)
+    if [[ $rc -eq 0 && $ann -eq 1 && -n $adb ]] && grep -qE "$want" "$tmp/err"; then ok "first-run search: $name"
+    else notok "first-run search: $name" "exit $rc, $ann announcements (want 1), db '${adb:-none}', report matching '$want': $(grep -cE "$want" "$tmp/err")" \
+      "$(grep -E 'cltrain:|cltrain tune' "$tmp/err" | head -4)"; fi
+  }
+  CLTRAIN_CACHE_DIR=$auto CLTRAIN_AUTOTUNE=0 timeout 300 "${train[@]}" --checkpoint "$tmp/r.ckpt" >/dev/null 2>&1
+  firstrun "--resume searches the checkpoint's model at its batch" '^cltrain tune: model mlp, batch 8,' \
+    "$bin" fashion-mnist --data "$fm" --resume "$tmp/r.ckpt" --steps 4 --limit-test 16 --quiet
+  py=${CLTRAIN_NUMPY_PYTHON:-/usr/bin/python3} # Debian's python3-numpy, as arrays.sh
+  if "$py" -c 'import numpy' 2>/dev/null; then
+    "$py" - "$tmp" <<'PY'
+import numpy as np, struct, sys, os
+d = sys.argv[1]
+r = np.random.default_rng(5)
+x = r.integers(0, 256, size=(48, 9, 9), dtype=np.uint8)
+np.save(os.path.join(d, "x.npy"), x); np.save(os.path.join(d, "y.npy"), (np.arange(48) % 3).astype(np.uint8))
+def bmp(path, px):  # 24-bit BMP, rows bottom-up, padded to 4 bytes
+    h, w = px.shape[:2]; row = (w * 3 + 3) & ~3
+    data = b"".join(px[y, :, ::-1].tobytes().ljust(row, b"\0") for y in range(h - 1, -1, -1))
+    hdr = struct.pack("<2sIHHI", b"BM", 54 + len(data), 0, 0, 54) + struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, len(data), 2835, 2835, 0, 0)
+    open(path, "wb").write(hdr + data)
+for c in "ab":
+    os.makedirs(os.path.join(d, "img", c))
+    for i in range(24): bmp(os.path.join(d, "img", c, f"{i}.bmp"), r.integers(0, 256, size=(14, 14, 3), dtype=np.uint8))
+PY
+    firstrun "images searches the model fitted to the folder (12x12x1)" 'NN +8x256 +x144 ' \
+      "$bin" images "$tmp/img" --size 12 --channels 1 --model mlp --batch-size 8 --steps 2 --quiet
+    firstrun "arrays searches the model fitted to the arrays (9x9x1)" 'NN +8x256 +x81 ' \
+      "$bin" arrays "$tmp/x.npy" "$tmp/y.npy" --model mlp --batch-size 8 --steps 2 --quiet
+  else
+    notok "first-run search: images and arrays" "$py with NumPy is needed to write the test folder and arrays (python3-numpy)"
+  fi
+  if command -v mpirun >/dev/null && "$bin" --version | grep -q "over mpi"; then
+    OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} firstrun "mpirun -np 2 on one device: rank 0 searches, rank 1 finds its database" \
+      '^cltrain: rank 0 \([^)]*\): no tuning database' \
+      mpirun --allow-run-as-root --oversubscribe -np 2 "${train[@]}"
+  else
+    notok "first-run search under mpirun" "cltrain built without MPI or no mpirun"
+  fi
 elif [[ ${CI:-} == true ]]; then
   notok "first-run search" "Fashion-MNIST missing under CI ($fm)"
 else

@@ -63,6 +63,13 @@ static int load_model(ct_model *m, const char *spec, int size, int channels) {
     return ct_model_load_shaped(m, spec, h, w, c, classes);
 }
 
+/* the model c names: a checkpoint's definition, --model fitted to a data set's shape, or --model (--size, --channels) */
+static int load_opts_model(ct_model *m, const cli_opts *c) {
+    if (c->model_cfg) return ct_model_parse(m, c->model_cfg, c->model_cfg_name);
+    if (c->fit_h) return ct_model_load_shaped(m, c->train.model, c->fit_h, c->fit_w, c->fit_c, c->fit_classes);
+    return load_model(m, c->train.model, c->data.size, c->data.channels);
+}
+
 int cli_bench_setup(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode) {
     return cli_bench_setup_db(m, cl, c, gemm_mode, NULL);
 }
@@ -70,8 +77,8 @@ int cli_bench_setup(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode) {
 int cli_bench_setup_db(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode, const ct_model *db) {
     const ct_train_opts *o = &c->train;
     memset(cl, 0, sizeof *cl);
-    int rc = load_model(m, o->model, c->data.size, c->data.channels);
-    if (!rc) rc = ct_cl_open(cl, o->device);
+    int rc = load_opts_model(m, c);
+    if (!rc) rc = ct_cl_open_rank(cl, o->device, ct_world.rank, ct_world.local_rank);
     m->conv_algo = o->conv;
     if (db) {
         m->db_defaults = db->db_defaults;

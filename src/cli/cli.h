@@ -30,6 +30,10 @@ typedef struct cli_opts {
     char spec[CT_ARRAYS_SPEC]; /* arrays: the spec string built from the files and those (the data path) */
     unsigned char seen[128];   /* options given on the command line, by id (cli/opts.c) */
     char recipe_note[768];     /* what cli_apply_recipe took from the model's [net] and what it did not */
+    /* the model that bench and tune set up, when it is not --model as written (0 and NULL: it is):
+     * a checkpoint's definition (--resume, --init), or --model fitted to an opened data set's shape */
+    const char *model_cfg, *model_cfg_name;
+    int fit_h, fit_w, fit_c, fit_classes;
 } cli_opts;
 void cli_opts_defaults(cli_opts *c);
 /* The command c's options are parsed for: cmd (CLI_*), its name, and for a training command its data set. */
@@ -70,7 +74,7 @@ int cmd_tune(int argc, char **argv);
 /* A first training run on a device with no tuning database: `cltrain tune`'s search within
  * CLTRAIN_AUTOTUNE seconds (20 unset, 0 off), announced in one line, cached in the database.
  * 0, or CT_EINPUT for a bad CLTRAIN_AUTOTUNE; a failed search only says so. */
-int cli_autotune(const cli_opts *c);
+int cli_autotune(const cli_opts *c, const ct_dataset *train);
 int cmd_eval(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
@@ -84,7 +88,8 @@ void cli_import_help(FILE *f);
  * its data set reopened, when still where it was, for d->test->class_names. */
 void cli_dataset_names(const ct_ckpt *ck, ct_data *d);
 
-/* bench and tune: --model (fitted to --size/--channels) on o->device, set up for
+/* bench and tune: --model (fitted to --size/--channels; or c->model_cfg, or fitted to c->fit_*) on o->device
+ * (under mpirun, the device this rank trains on), set up for
  * o->batch with weights from o->seed and one batch of random bytes loaded. */
 int cli_bench_setup(ct_model *m, ct_cl *cl, const cli_opts *c, int gemm_mode);
 /* the same with the model's tuning-database fields (db_defaults, conv_tuned, n_conv_tuned) taken from db */

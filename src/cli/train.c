@@ -118,7 +118,7 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     o->train_src = d.src[0];
     o->eval_src = d.src[1];
     /* no tuning database for this device yet: a short search first (CLTRAIN_AUTOTUNE) */
-    rc = cli_autotune(&c);
+    rc = cli_autotune(&c, d.train);
     if (rc) {
         ct_data_close(&d);
         ct_tfr_files_free(&tf);

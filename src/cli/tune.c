@@ -11,8 +11,10 @@
  * The same search runs once, within CLTRAIN_AUTOTUNE seconds (20), before a
  * first training run on a device (and class) with no tuning database
  * (cli_autotune), so that --conv auto and the GEMM kernels are what was
- * measured there; the test suite sets CLTRAIN_AUTOTUNE=0 and tests/tune.sh
- * runs it once.
+ * measured there: for the model the run trains (a checkpoint's on --resume
+ * and --init, one fitted to an image set's or arrays' shape), and under
+ * mpirun on each rank's device, the ranks of a node in turn. The test suite
+ * sets CLTRAIN_AUTOTUNE=0 and tests/tune.sh runs it for each kind of run.
  * Tested by tests/tune.sh. */
 #include "cli.h"
 #include "cltrain/dist.h"
@@ -373,27 +375,62 @@ static double autotune_budget(void) {
     return b;
 }
 
-int cli_autotune(const cli_opts *c) {
-    double budget = autotune_budget();
-    if (budget < 0) return CT_EINPUT;
-    /* not for --gemm clblast (nothing of ours to choose), a resumed run (its model comes from the
-     * checkpoint), a model fitted to an image set's size, or several ranks (each would search) */
-    if (budget == 0 || c->train.gemm == CT_GEMM_CLBLAST || c->train.resume || c->train.fit_model || ct_world.size > 1) return 0;
+/* The search on this rank's device when it has no database yet, for the model this run trains: a
+ * checkpoint's (--resume, at its batch and optimizer; --init), --model fitted to the data set's shape
+ * (images, arrays), or --model. 0, or the error of a device that does not open (training says why). */
+static int autotune_here(const cli_opts *c, const ct_dataset *train, double budget) {
     ct_cl cl;
-    int rc = ct_cl_open(&cl, c->train.device);
-    if (rc) return rc; /* training says why */
+    int rc = ct_cl_open_rank(&cl, c->train.device, ct_world.rank, ct_world.local_rank);
+    if (rc) return rc;
     char path[4200];
     ct_cl_tune_db_path(cl.platform_name, cl.device_name, cl.dev_class, path, sizeof path);
     char dev[300];
     snprintf(dev, sizeof dev, "%s (class %s)", cl.device_name, ct_cl_class_name(cl.dev_class));
     ct_cl_close(&cl);
     if (access(path, F_OK) == 0) return 0;
-    fprintf(stderr, "cltrain: no tuning database for %s: measuring conv algorithms and GEMM kernels for this model, "
-                    "at most %.0f s, once (CLTRAIN_AUTOTUNE=0 skips it)\n", dev, budget);
+    cli_opts s = *c;
+    ct_ckpt ck;
+    const char *from = c->train.resume ? c->train.resume : c->train.init;
+    if (from) {
+        if (ct_ckpt_load(&ck, from)) return 0; /* training says why */
+        s.model_cfg = ck.cfg;
+        s.model_cfg_name = ck.model_name;
+        if (c->train.resume) {
+            s.train.batch = ck.batch;
+            s.train.optim.kind = ck.opt_kind;
+        }
+    } else if (c->train.fit_model && train) {
+        s.fit_h = train->h; s.fit_w = train->w; s.fit_c = train->c; s.fit_classes = train->n_classes;
+    }
+    char who[96] = "";
+    if (ct_world.size > 1) snprintf(who, sizeof who, "rank %d (%s): ", ct_world.rank, ct_world.host);
+    fprintf(stderr, "cltrain: %sno tuning database for %s: measuring conv algorithms and GEMM kernels for this model, "
+                    "at most %.0f s, once (CLTRAIN_AUTOTUNE=0 skips it)\n", who, dev, budget);
     FILE *null = ct_debug_level() >= 1 ? NULL : fopen("/dev/null", "w");
     tout = null ? null : stderr;
-    rc = tune_search(c, budget, 1);
+    rc = tune_search(&s, budget, 1);
     if (null) fclose(null);
-    if (rc) fprintf(stderr, "cltrain: the kernel search failed (%s); training goes on with the shipped defaults\n", ct_last_error());
+    if (rc) fprintf(stderr, "cltrain: %sthe kernel search failed (%s); training goes on with the shipped defaults\n", who,
+                    ct_last_error());
+    if (from) ct_ckpt_free(&ck);
     return 0;
+}
+
+int cli_autotune(const cli_opts *c, const ct_dataset *train) {
+    double budget = autotune_budget();
+    if (budget < 0) return CT_EINPUT;
+    /* not for --gemm clblast: nothing of ours to choose */
+    if (budget == 0 || c->train.gemm == CT_GEMM_CLBLAST) return 0;
+    if (ct_world.size == 1) return autotune_here(c, train, budget);
+    /* Under mpirun each rank trains on its own device, which may differ from rank 0's (another node,
+     * another GPU), so each device is measured where it is. The ranks of one node search in turn
+     * (local rank 0 first, the others waiting at a barrier without spinning): a search's timings are
+     * then not shared with another's on the same cores or device, and the ranks that share a
+     * device find the database the first one wrote and do not search again. Nodes search at once. */
+    int rc = 0;
+    for (int turn = 0; turn < ct_world.size; turn++) {
+        if (ct_world.local_rank == turn) rc = autotune_here(c, train, budget);
+        ct_dist_barrier();
+    }
+    return rc;
 }
