@@ -6,6 +6,7 @@
 #include "ct_test.h"
 #include "cltrain/layer.h"
 #include "cltrain/ref.h"
+#include "cltrain/ref/batchnorm.h"
 
 static void check_ref_gradients(int act) {
     const int M = 7, C = 3;

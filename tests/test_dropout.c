@@ -6,6 +6,8 @@
 #include "ct_test.h"
 #include "cltrain/model.h"
 #include "cltrain/ref.h"
+#include "cltrain/ref/avgpool.h"
+#include "cltrain/ref/dropout.h"
 
 static void test_dropout(void **state) {
     (void)state;

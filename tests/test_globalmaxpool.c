@@ -9,6 +9,7 @@
 #include "cltrain/layer.h"
 #include "cltrain/optim.h"
 #include "cltrain/ref.h"
+#include "cltrain/ref/globalmaxpool.h"
 
 static void test_ref_gradient(void **state) {
     (void)state;

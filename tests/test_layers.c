@@ -21,6 +21,8 @@
 #include "cltrain/lookahead.h"
 #include "cltrain/optim.h"
 #include "cltrain/ref.h"
+#include "cltrain/ref/conv.h"
+#include "cltrain/ref/maxpool.h"
 
 /* ---------------- helpers ---------------- */
 

@@ -14,6 +14,8 @@
 #include "cltrain/model.h"
 #include "cltrain/optim.h"
 #include "cltrain/ref.h"
+#include "cltrain/ref/conv.h"
+#include "cltrain/ref/maxpool.h"
 #include <unistd.h>
 
 /* ---------------- valid definitions ---------------- */
@@ -345,7 +347,7 @@ static void test_load_errors(void **state) {
  * shape, forward and backward; the section names parse back to the slot. */
 static void test_layer_table(void **state) {
     (void)state;
-    for (int t = 0; t < CT_L_COUNT; t++) {
+    for (int t = 0; t < CT_LAYER_TYPES; t++) {
         const ct_layer_ops *o = ct_layer_table[t];
         assert_non_null(o);
         assert_int_equal(o->type, t);

@@ -17,6 +17,8 @@
  * Every check prints its max abs / rel error. */
 #include "ct_test.h"
 #include "cltrain/ref.h"
+#include "cltrain/ref/conv.h"
+#include "cltrain/ref/maxpool.h"
 
 /* ---------------- helpers ---------------- */
 

@@ -10,6 +10,7 @@
 #include "ct_test.h"
 #include "cltrain/layer.h"
 #include "cltrain/ref.h"
+#include "cltrain/ref/shortcut.h"
 
 enum { B = 2, H = 3, W = 3, C = 5, SH = 5, SW = 6, SC = 3, S = 2 };
 #define NA (B * H * W * C)

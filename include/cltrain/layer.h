@@ -10,13 +10,15 @@
 #define CLTRAIN_LAYER_H
 #include "cltrain/onnx_graph.h"
 #include "cltrain/onnx_nodes.h"
+#include "cltrain/layer_types.h"
 #include <stddef.h>
 #include <string.h>
 
-/* Layer types: each has its file src/nn/layers/<name>.c and a line in
- * ct_layer_table (src/nn/layers/table.c), in this order. */
-enum { CT_L_CONV, CT_L_MAXPOOL, CT_L_DENSE, CT_L_BATCHNORM, CT_L_AVGPOOL, CT_L_DROPOUT, CT_L_SHORTCUT, CT_L_GLOBALMAXPOOL,
-       CT_L_COUNT };
+/* Layer types: CT_L_CONV, ... in the order of cltrain/layer_types.h, the
+ * one list of them; CT_LAYER_TYPES counts them. */
+#define CT_LAYER_ENUM_(E, name) CT_L_##E,
+enum { CT_LAYER_TYPE_LIST(CT_LAYER_ENUM_) CT_LAYER_TYPES };
+#undef CT_LAYER_ENUM_
 
 /* A parsed section: every key any layer takes, with the defaults set before
  * the section's own keys are read. has: bit (1 << index in the section's key
@@ -109,8 +111,8 @@ typedef struct ct_layer_ops {
     size_t (*state)(const ct_layer *L, size_t *off);
 } ct_layer_ops;
 
-/* Indexed by CT_L_*; a _Static_assert keeps it and the enum in step. */
-extern const ct_layer_ops *const ct_layer_table[CT_L_COUNT];
+/* Indexed by CT_L_*, made from cltrain/layer_types.h (src/nn/layers/table.c) */
+extern const ct_layer_ops *const ct_layer_table[CT_LAYER_TYPES];
 static inline const ct_layer_ops *ct_layer_ops_of(const ct_layer *L) { return ct_layer_table[L->type]; }
 /* its section name ("conv") */
 static inline const char *ct_layer_name(const ct_layer *L) { return ct_layer_table[L->type]->name; }

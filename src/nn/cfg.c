@@ -64,7 +64,7 @@ typedef struct sect_kind { int kind; const ct_key *keys; int n_keys; } sect_kind
 static int find_kind(const char *name, sect_kind *k) {
     if (!strcmp(name, "net")) { *k = (sect_kind){SECT_NET, net_keys, (int)(sizeof net_keys / sizeof *net_keys)}; return 1; }
     if (!strcmp(name, "softmax")) { *k = (sect_kind){SECT_SOFTMAX, NULL, 0}; return 1; }
-    for (int t = 0; t < CT_L_COUNT; t++) {
+    for (int t = 0; t < CT_LAYER_TYPES; t++) {
         const ct_layer_ops *o = ct_layer_table[t];
         if (!strcmp(name, o->name) || (o->alias && !strcmp(name, o->alias))) {
             *k = (sect_kind){t, o->keys, o->n_keys};
@@ -220,7 +220,7 @@ static int parse_header(const char *name, const char *p, size_t len, int line, c
     snprintf(kind, cap, "%.*s", (int)(close - q - 1), q + 1);
     if (!find_kind(kind, k)) { /* the name first: a misspelt layer is the error to report */
         char known[256] = "net";
-        for (int t = 0; t < CT_L_COUNT; t++)
+        for (int t = 0; t < CT_LAYER_TYPES; t++)
             snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", ct_layer_table[t]->name);
         return ct_fail(CT_EINPUT, "%s:%d: unknown layer [%s]; known: %s, softmax", name, line, kind, known);
     }

@@ -163,7 +163,7 @@ void ct_model_free(ct_model *m) {
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
     if (m->p_ops) clReleaseProgram(m->p_ops);
-    for (int t = 0; t < CT_L_COUNT; t++)
+    for (int t = 0; t < CT_LAYER_TYPES; t++)
         if (m->kinds[t]) ct_layer_table[t]->release(m->kinds[t]);
     if (m->gemm.cl) ct_gemm_free(&m->gemm);
     free(m->cfg);

@@ -1,5 +1,6 @@
 /* ref/bn.c: batch normalisation reference in float64 over x[M, C] (NHWC rows). */
 #include "cltrain/ref.h"
+#include "cltrain/ref/batchnorm.h"
 #include <math.h>
 #include <stdlib.h>
 

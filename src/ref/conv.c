@@ -2,6 +2,7 @@
  * Written as the textbook loop nest, independent of the im2col+GEMM kernels
  * it specifies. Tested by the gradient checks in tests/test_ref.c. */
 #include "cltrain/ref.h"
+#include "cltrain/ref/conv.h"
 #include <stdlib.h>
 #include <string.h>
 

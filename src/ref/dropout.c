@@ -1,6 +1,8 @@
 /* ref/dropout.c: references for dropout (same hash as kernels/dropout.cl) and
  * global average pooling. */
 #include "cltrain/ref.h"
+#include "cltrain/ref/avgpool.h"
+#include "cltrain/ref/dropout.h"
 
 uint32_t ref_hash(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
     uint32_t h = a * 0x9E3779B1u ^ b * 0x85EBCA77u ^ c * 0xC2B2AE3Du ^ d * 0x27D4EB2Fu;

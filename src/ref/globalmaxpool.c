@@ -5,6 +5,7 @@
  * tests/test_globalmaxpool.c, and the kernels of kernels/globalmaxpool.cl
  * against it. */
 #include "cltrain/ref.h"
+#include "cltrain/ref/globalmaxpool.h"
 #include <math.h>
 
 long ref_globalmaxpool_arg(const float *x, int b, int HW, int C, int c) {

@@ -1,5 +1,6 @@
 /* ref/pool.c: max pooling reference (NHWC, floor mode, first maximum wins ties). */
 #include "cltrain/ref.h"
+#include "cltrain/ref/maxpool.h"
 #include <string.h>
 
 static long argmax_window(const float *x, int b, int H, int W, int C, int c, int k, int st, int oy, int ox) {

@@ -5,6 +5,7 @@
  * central differences in tests/test_shortcut.c, and the kernels of
  * kernels/shortcut.cl and the GEMM path against it. */
 #include "cltrain/ref.h"
+#include "cltrain/ref/shortcut.h"
 
 static long src_index(int b, int yy, int x, int c, int SH, int SW, int SC, int S) {
     return (((long)b * SH + (long)yy * S) * SW + (long)x * S) * SC + c;

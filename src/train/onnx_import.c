@@ -94,7 +94,7 @@ static void tensor_free(tensor *t) { free(t->v); free(t->f); memset(t, 0, sizeof
 static const char *supported(void) {
     static char text[1024];
     size_t n = (size_t)snprintf(text, sizeof text, "cltrain imports ");
-    for (int t = 0; t < CT_L_COUNT; t++)
+    for (int t = 0; t < CT_LAYER_TYPES; t++)
         if (ct_layer_table[t]->import && n < sizeof text)
             n += (size_t)snprintf(text + n, sizeof text - n, "%s, ", ct_layer_table[t]->onnx_ops);
     if (n < sizeof text)
@@ -718,7 +718,7 @@ static const char *activated_types(void) {
     static char text[256];
     size_t n = 0;
     text[0] = 0;
-    for (int t = 0; t < CT_L_COUNT; t++)
+    for (int t = 0; t < CT_LAYER_TYPES; t++)
         if (takes_activation(t) && n < sizeof text)
             n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", n ? ", " : "", ct_layer_table[t]->name);
     return text;
@@ -904,7 +904,7 @@ static int view_flatten(imp *im, const node *nd, const act *x) {
  * on the newest activation */
 static int ask_layers(imp *im, const node *nd) {
     const char *op = nd->op;
-    for (int t = 0; t < CT_L_COUNT; t++) {
+    for (int t = 0; t < CT_LAYER_TYPES; t++) {
         int rc = ct_layer_table[t]->import ? ct_layer_table[t]->import(im, nd) : 1;
         if (rc <= 0) return rc;
     }

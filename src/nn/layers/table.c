@@ -1,27 +1,15 @@
-/* nn/layers/table.c: the table of layer types (one line each) and the
- * helpers the layer files share. A _Static_assert keeps the table and the
- * CT_L_* enum the same length; tests/test_model.c checks each slot holds
- * the ops of its own type. */
+/* nn/layers/table.c: the table of layer types, made from the one list in
+ * cltrain/layer_types.h, and the helpers the layer files share.
+ * tests/test_model.c checks each slot holds the ops of its own type. */
 #include "cltrain/layer.h"
 #include <math.h>
 #include <string.h>
 
-extern const ct_layer_ops ct_layer_conv, ct_layer_maxpool, ct_layer_dense, ct_layer_batchnorm, ct_layer_avgpool,
-    ct_layer_dropout, ct_layer_shortcut, ct_layer_globalmaxpool;
-
-const ct_layer_ops *const ct_layer_table[] = {
-    [CT_L_CONV] = &ct_layer_conv,
-    [CT_L_MAXPOOL] = &ct_layer_maxpool,
-    [CT_L_DENSE] = &ct_layer_dense,
-    [CT_L_BATCHNORM] = &ct_layer_batchnorm,
-    [CT_L_AVGPOOL] = &ct_layer_avgpool,
-    [CT_L_DROPOUT] = &ct_layer_dropout,
-    [CT_L_SHORTCUT] = &ct_layer_shortcut,
-    [CT_L_GLOBALMAXPOOL] = &ct_layer_globalmaxpool,
-};
-_Static_assert(sizeof ct_layer_table / sizeof *ct_layer_table == CT_L_COUNT, "one ct_layer_table line per CT_L_* type");
-_Static_assert(CT_L_COUNT <= CT_MAX_LAYER_TYPES, "room in ct_model.kinds for every type");
-
+#define CT_LAYER_EXTERN_(E, name) extern const ct_layer_ops ct_layer_##name;
+CT_LAYER_TYPE_LIST(CT_LAYER_EXTERN_)
+#define CT_LAYER_SLOT_(E, name) [CT_L_##E] = &ct_layer_##name,
+const ct_layer_ops *const ct_layer_table[CT_LAYER_TYPES] = {CT_LAYER_TYPE_LIST(CT_LAYER_SLOT_)};
+_Static_assert(CT_LAYER_TYPES <= CT_MAX_LAYER_TYPES, "room in ct_model.kinds for every type");
 
 const ct_activation ct_activations[CT_ACT_COUNT] = {
     [CT_ACT_LINEAR] = {"linear", 0},
