@@ -55,6 +55,24 @@ out=$(timeout 300 "$bin" cifar10 --data "$tmp/cf" --augment basic --translate 2 
       --steps 3 --batch-size 16 --limit-test 40 --producers 0 2>&1); rc=$?
 if [[ $rc -eq 0 && $out == *"test:"* ]]; then ok "--translate 2 --flip alternate --tta flip-translate train and evaluate"
 else notok "--translate/--flip/--tta flip-translate" "exit $rc: $(printf '%s\n' "$out" | tail -3)"; fi
+# the fast model's layer keys (tests/fixtures/whiten-small.cfg): the whitening
+# layer is computed at the start from the set's first 300 images ("whitening:"
+# line; --limit-train picks others to train on), the model learns, and
+# 1 epoch + resume for 1 = 2 epochs straight byte for byte (the bias of the
+# whitening layer stops at epoch 1: the resumed run freezes it too, and does
+# not recompute the whitening)
+wm=("$bin" cifar10 --data "$tmp/cf" --model "$here/tests/fixtures/whiten-small.cfg" --batch-size 50 --limit-train 200
+    --limit-test 100 --optimizer nesterov --momentum 0.85 --lr 0.2 --weight-decay 5e-3 --augment none --producers 0)
+timeout 300 "${wm[@]}" --epochs 2 --checkpoint "$tmp/w1.ckpt" >"$tmp/w1" 2>&1; rc=$?
+acc=$(sed -n 's/^epoch 2: test: .*accuracy \([0-9.]*\)%.*/\1/p' "$tmp/w1")
+if [[ $rc -eq 0 ]] && grep -q "^whitening: layer 0 from the first 300 training images (288300 2x2 patches)" "$tmp/w1" &&
+   awk -v a="$acc" 'BEGIN { exit !(a >= 25) }'; then ok "whitening, dirac, frozen-scale batch norm, scaled head: $acc% after 2 epochs (want >= 25%)"
+else notok "the fast model's layer keys train" "exit $rc, accuracy '$acc'" "$(tail -3 "$tmp/w1")"; fi
+timeout 300 "${wm[@]}" --epochs 1 --quiet --checkpoint "$tmp/w2.ckpt" >/dev/null 2>&1
+timeout 300 "${wm[@]}" --epochs 2 --resume "$tmp/w2.ckpt" --checkpoint "$tmp/w2.ckpt" >"$tmp/w2" 2>&1
+if [[ -s $tmp/w1.ckpt ]] && cmp -s "$tmp/w1.ckpt" "$tmp/w2.ckpt" && ! grep -q "^whitening" "$tmp/w2"; then
+  ok "whiten-small: 1 epoch + resume for 1 = 2 epochs, byte for byte, no second whitening"
+else notok "whiten-small: 1 epoch + resume for 1 = 2 epochs, byte for byte" "$("$b/tools/ckpt-diff" "$tmp/w1.ckpt" "$tmp/w2.ckpt" 2>&1)"; fi
 head -c 5000 "$tmp/cf/data_batch_2.bin" >"$tmp/cut.bin"; mkdir -p "$tmp/bad"; cp "$tmp"/cf/* "$tmp/bad/"; cp "$tmp/cut.bin" "$tmp/bad/data_batch_2.bin"
 err=$("$bin" cifar10 --data "$tmp/bad" 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *data_batch_2.bin* && $(printf '%s\n' "$err" | wc -l) -eq 1 ]]; then ok "a cut batch file: exit 2 naming it"

@@ -53,16 +53,22 @@ static void test_ref_gradients(void **state) {
 /* x uniform in offset +- spread per element. x - mean carries the mean's
  * rounding, about float epsilon times the offset, which the normalisation
  * scales by 1/spread: the absolute tolerances grow with offset/spread. */
-static void check_bn_at(int B, int H, int W, int C, int act, uint64_t seed, float offset, float spread) {
+/* eps= and momentum= as given (PyTorch's convention: running = (1 - momentum)
+ * running + momentum batch); constant: channel 0 holds 2.0 in every row, a
+ * variance of exactly 0 that eps alone keeps finite */
+static void check_bn_keys(int B, int H, int W, int C, int act, uint64_t seed, float offset, float spread, float eps,
+                          float mom, int constant) {
     const double k = 1.0 + offset / spread / 10.0;
     char cfg[512];
     snprintf(cfg, sizeof cfg, "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=3\n[maxpool]\nsize=1\n[batchnorm]\nactivation=%s\n"
-             "[dense]\noutputs=3\n[softmax]\n", H, W, C, ct_activations[act].name);
+             "momentum=%.9g\neps=%.9g\n[dense]\noutputs=3\n[softmax]\n", H, W, C, ct_activations[act].name, (double)mom,
+             (double)eps);
     ct_model m;
     assert_int_equal(ct_model_parse(&m, cfg, "bn-test"), 0);
     assert_int_equal(ct_model_setup(&m, &g_cl, B, CT_GEMM_NATIVE), 0);
     ct_model_init_weights(&m, seed);
     ct_layer *L = &m.layers[1];
+    assert_true(L->eps == eps && L->momentum == mom);
     int M = B * H * W;
     size_t n = (size_t)M * C;
     ct_rng r = ct_rng_make(seed, 3, 4);
@@ -74,7 +80,7 @@ static void check_bn_at(int B, int H, int W, int C, int act, uint64_t seed, floa
     ct_model_set_params(&m, p);
     float *x = malloc(n * 4), *y = malloc(n * 4), *got = malloc(n * 4), *dy = malloc(n * 4), *dx = malloc(n * 4);
     ct_fill_rand(x, n, &r, spread);
-    for (size_t i = 0; i < n; i++) x[i] += offset;
+    for (size_t i = 0; i < n; i++) x[i] = constant && i % (size_t)C == 0 ? 2.0f : x[i] + offset;
     ct_cl_write(&g_cl, m.input, 0, n * 4, x);
     /* the maxpool of size 1 copies x; poison what the batch norm writes */
     ct_layer_forward(&m, 0, B);
@@ -84,18 +90,19 @@ static void check_bn_at(int B, int H, int W, int C, int act, uint64_t seed, floa
     ct_cl_write(&g_cl, L->dx, 0, n * 4, nan);
     ct_layer_forward(&m, 1, B);
     double *mean = malloc(sizeof(double) * C), *is = malloc(sizeof(double) * C);
-    ref_bn_forward(y, mean, is, x, gamma, beta, M, C, 1e-5f, act);
+    ref_bn_forward(y, mean, is, x, gamma, beta, M, C, eps, act);
     ct_cl_read(&g_cl, L->out, 0, n * 4, got);
     char what[96];
-    snprintf(what, sizeof what, "bn fwd B%d %dx%dx%d %s", B, H, W, C, ct_activations[act].name);
+    snprintf(what, sizeof what, "bn fwd B%d %dx%dx%d %s eps %g momentum %g%s", B, H, W, C, ct_activations[act].name,
+             (double)eps, (double)mom, constant ? " constant channel" : "");
     assert_true(ct_compare(what, got, y, n, 1e-4, 1e-5 * k));
-    /* running averages after one step from (0, 1), momentum 0.1, unbiased variance */
+    /* running averages after one step from (0, 1), unbiased variance */
     float *run = malloc(sizeof(float) * 2 * C), *want_run = malloc(sizeof(float) * 2 * C);
     ct_cl_read(&g_cl, m.params, (L->w_off + C) * 4, 2 * (size_t)C * 4, run);
     for (int c = 0; c < C; c++) {
-        double var = 1.0 / (is[c] * is[c]) - 1e-5;
-        want_run[c] = (float)(0.1 * mean[c]);
-        want_run[C + c] = (float)(0.9 + 0.1 * var * M / (M > 1 ? M - 1 : 1));
+        double var = 1.0 / (is[c] * is[c]) - eps;
+        want_run[c] = (float)(mom * mean[c]);
+        want_run[C + c] = (float)(1.0 - mom + mom * var * M / (M > 1 ? M - 1 : 1));
     }
     snprintf(what, sizeof what, "bn running mean/var B%d %dx%dx%d", B, H, W, C);
     assert_true(ct_compare(what, run, want_run, 2 * (size_t)C, 1e-4, 1e-5));
@@ -106,9 +113,9 @@ static void check_bn_at(int B, int H, int W, int C, int act, uint64_t seed, floa
     ct_layer_backward(&m, 1, B);
     float *dg = calloc((size_t)C, 4), *db = calloc((size_t)C, 4), *gg = malloc(sizeof(float) * C);
     float *z = malloc(n * 4); /* GELU's gradient reads its input, recomputed by the kernels, never kept */
-    ref_bn_forward(z, NULL, NULL, x, gamma, beta, M, C, 1e-5f, CT_ACT_LINEAR);
+    ref_bn_forward(z, NULL, NULL, x, gamma, beta, M, C, eps, CT_ACT_LINEAR);
     assert_null(L->act_in);
-    ref_bn_backward(dx, dg, db, dy, act == CT_ACT_GELU ? z : y, x, gamma, M, C, 1e-5f, act);
+    ref_bn_backward(dx, dg, db, dy, act == CT_ACT_GELU ? z : y, x, gamma, M, C, eps, act);
     free(z);
     ct_cl_read(&g_cl, L->dx, 0, n * 4, got);
     snprintf(what, sizeof what, "bn dx B%d %dx%dx%d", B, H, W, C);
@@ -130,7 +137,7 @@ static void check_bn_at(int B, int H, int W, int C, int act, uint64_t seed, floa
     ct_cl_read(&g_cl, L->out, 0, n * 4, got);
     for (size_t i = 0; i < n; i++) {
         int c = (int)(i % C);
-        double v = gamma[c] * (x[i] - run[c]) / sqrt(run[C + c] + 1e-5) + beta[c];
+        double v = gamma[c] * (x[i] - run[c]) / sqrt(run[C + c] + eps) + beta[c];
         y[i] = (float)ref_act(v, act);
     }
     snprintf(what, sizeof what, "bn eval B%d %dx%dx%d", B, H, W, C);
@@ -138,6 +145,10 @@ static void check_bn_at(int B, int H, int W, int C, int act, uint64_t seed, floa
     free(p); free(x); free(y); free(got); free(dy); free(dx); free(nan); free(mean); free(is); free(run); free(want_run);
     free(dg); free(db); free(gg); free(rg); free(zero);
     ct_model_free(&m);
+}
+
+static void check_bn_at(int B, int H, int W, int C, int act, uint64_t seed, float offset, float spread) {
+    check_bn_keys(B, H, W, C, act, seed, offset, spread, 1e-5f, 0.1f, 0);
 }
 
 static void check_bn(int B, int H, int W, int C, int act, uint64_t seed) {
@@ -160,10 +171,23 @@ static void test_device_vs_reference(void **state) {
     check_bn_at(8, 12, 12, 8, 0, 6, 150.0f, 0.5f);
 }
 
+/* eps=1e-12 and momentum=0.4 (the fast CIFAR model's), the first channel
+ * constant: its variance is 0, 1/sqrt(0 + 1e-12) = 1e6 in float, and
+ * every output, gradient and running average stays finite and matches */
+static void test_eps_momentum(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_bn_keys(4, 5, 7, 3, 0, 11, 1.5f, 3.0f, 1e-12f, 0.4f, 0);
+    check_bn_keys(2, 6, 6, 16, CT_ACT_GELU, 12, 1.5f, 3.0f, 1e-12f, 0.4f, 1);
+    check_bn_keys(3, 4, 5, 48, 0, 13, 0.0f, 1.0f, 1e-12f, 0.4f, 1);
+    check_bn_keys(2, 3, 3, 5, CT_ACT_RELU, 14, 0.0f, 1.0f, 1e-3f, 1.0f, 0); /* momentum 1: the last batch's alone */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ref_gradients),
         cmocka_unit_test(test_device_vs_reference),
+        cmocka_unit_test(test_eps_momentum),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);
 }

@@ -109,7 +109,7 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     if (L->type != CT_L_DENSE) n += snprintf(tag + n, sizeof tag - (size_t)n, " k%d s%d p%d", L->k, L->stride, L->pad);
     snprintf(tag + n, sizeof tag - (size_t)n, "%s%s", L->act ? " " : "", L->act ? ct_activations[L->act].name : "");
     float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
-    const float *W = P + L->w_off, *bias = P + L->b_off;
+    const float *W = P + L->w_off, *bias = L->n_b ? P + L->b_off : NULL; /* bias=0: none */
     if (L->type == CT_L_CONV) { /* the --conv rule; under auto it depends on the device class (is_cpu: class cpu) */
         int s1 = L->k == 3 && L->stride == 1, kk = L->k * L->k * L->ic, a = m->conv_algo, cpu_auto = a == CT_CONV_AUTO && g_cl.is_cpu;
         /* direct: outputs in 16s (and <= 16384 inputs per output); on a CPU under auto where not Winograd */
@@ -144,9 +144,9 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
         ref_maxpool_forward(want, x, B, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
         break;  /* a copy of one input: exact */
     case CT_L_DENSE:
-        ref_gemm(0, 0, B, L->oc, K, 1.0f, x, K, W, L->oc, 0.0f, want, L->oc, bias, L->act);
-        ref_gemm(0, 0, B, L->oc, K, 1.0f, x, K, W, L->oc, 0.0f, z, L->oc, bias, CT_ACT_LINEAR);
-        atol = sum_atol((size_t)K, amax(x, nin), amax(W, L->n_w));
+        ref_gemm(0, 0, B, L->oc, K, L->scale, x, K, W, L->oc, 0.0f, want, L->oc, bias, L->act);
+        ref_gemm(0, 0, B, L->oc, K, L->scale, x, K, W, L->oc, 0.0f, z, L->oc, bias, CT_ACT_LINEAR);
+        atol = sum_atol((size_t)K, amax(x, nin), amax(W, L->n_w) * fabs(L->scale));
         break;
     }
     int grad_in = ct_activations[L->act].grad_reads_input;
@@ -187,7 +187,7 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     size_t rows = (size_t)B * L->oh * L->ow;
     switch (L->type) {
     case CT_L_CONV:
-        ref_conv_backward(&s, wdx, wg + L->w_off, wg + L->b_off, dy, grad_in ? z : y, x, W, L->act);
+        ref_conv_backward(&s, wdx, wg + L->w_off, L->n_b ? wg + L->b_off : NULL, dy, grad_in ? z : y, x, W, L->act);
         atol_w = sum_atol(rows, amax(x, nin), 1);
         atol_b = sum_atol(rows, 1, 1);
         atol_x = sum_atol((size_t)L->k * L->k * L->oc, 1, amax(W, L->n_w));
@@ -201,12 +201,12 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     case CT_L_DENSE: {
         float *ones = malloc((size_t)B * 4);
         for (int j = 0; j < B; j++) ones[j] = 1;
-        ref_gemm(1, 0, K, L->oc, B, 1.0f, x, K, dym, L->oc, 1.0f, wg + L->w_off, L->oc, NULL, 0);
-        ref_gemm(1, 0, 1, L->oc, B, 1.0f, ones, 1, dym, L->oc, 1.0f, wg + L->b_off, L->oc, NULL, 0);
-        ref_gemm(0, 1, B, K, L->oc, 1.0f, dym, L->oc, W, L->oc, 0.0f, wdx, K, NULL, 0);
-        atol_w = sum_atol((size_t)B, amax(x, nin), 1);
+        ref_gemm(1, 0, K, L->oc, B, L->scale, x, K, dym, L->oc, 1.0f, wg + L->w_off, L->oc, NULL, 0);
+        if (L->n_b) ref_gemm(1, 0, 1, L->oc, B, 1.0f, ones, 1, dym, L->oc, 1.0f, wg + L->b_off, L->oc, NULL, 0);
+        ref_gemm(0, 1, B, K, L->oc, L->scale, dym, L->oc, W, L->oc, 0.0f, wdx, K, NULL, 0);
+        atol_w = sum_atol((size_t)B, amax(x, nin), fabs(L->scale));
         atol_b = sum_atol((size_t)B, 1, 1);
-        atol_x = sum_atol((size_t)L->oc, 1, amax(W, L->n_w));
+        atol_x = sum_atol((size_t)L->oc, 1, amax(W, L->n_w) * fabs(L->scale));
         free(ones);
         break;
     }
@@ -383,6 +383,47 @@ static void test_conv_direct(void **state) {
     g_conv_algo = CT_CONV_IM2COL;
 }
 
+/* bias=0 under each --conv: no bias read in the forward, none summed in the
+ * backward, and no parameter after the weights touched (check_layer), at the
+ * fast CIFAR model's shapes (a 2x2 over RGB with pad 0, 3x3 24 -> 64 and
+ * 64 -> 64) and small odd ones */
+static void test_conv_no_bias(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const conv_case cases[] = {
+        /* batch B  H   W   C   K  k  s  p act */
+        {2, 2, 8, 8, 3, 24, 2, 1, 0, 2},
+        {2, 1, 7, 7, 24, 64, 3, 1, 1, 0},
+        {1, 1, 6, 6, 64, 64, 3, 1, 1, 0},
+        {2, 2, 5, 7, 3, 16, 3, 1, 1, 1},
+        {3, 2, 6, 5, 5, 7, 3, 2, 1, 0},
+    };
+    static const int algos[] = {CT_CONV_IM2COL, CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4, CT_CONV_DIRECT, CT_CONV_AUTO};
+    int wino = 0, direct = 0;
+    for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+        g_conv_algo = algos[a];
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            const conv_case *t = &cases[c];
+            char cfg[512];
+            snprintf(cfg, sizeof cfg,
+                     "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=2\n[maxpool]\nsize=1\n"
+                     "[conv]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\nactivation=%s\nbias=0\n[dense]\noutputs=2\n[softmax]\n",
+                     t->H, t->W, t->C, t->K, t->k, t->s, t->p, ct_activations[t->act].name);
+            ct_model m;
+            make_model(&m, cfg, t->batch);
+            assert_int_equal(m.layers[1].n_b, 0);
+            assert_int_equal(m.layers[2].w_off, m.layers[1].w_off + m.layers[1].n_w);
+            wino += m.layers[1].wino != 0;
+            direct += m.layers[1].direct != 0;
+            ct_model_free(&m);
+            run_single(cfg, t->batch, t->B, 1, 900 + 10 * a + c, 1.0f);
+        }
+    }
+    fprintf(stderr, "# bias=0: %d cases ran as Winograd, %d as the direct kernel\n", wino, direct);
+    assert_true(wino >= 4 && direct >= 3);
+    g_conv_algo = CT_CONV_IM2COL;
+}
+
 /* ---------------- maxpool ---------------- */
 
 typedef struct pool_case { int B, H, W, C, k, s; } pool_case;
@@ -491,6 +532,72 @@ static void test_dense(void **state) {
                  t->h, t->w, t->c, t->classes, t->O, ct_activations[t->act].name, t->classes);
         run_single(cfg, t->B, t->B, 2, 400 + c, 1.0f);  /* layer 1 (dy from dx) and 2 (dy = dlogits) */
     }
+}
+
+/* [dense] bias=0 and scale=1/9 (the fast CIFAR model's head: logits / 9):
+ * forward, dW and dx against the reference with alpha = scale */
+static void test_dense_scale(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    static const dense_case cases[] = {{3, 1, 1, 7, 5, 3, 0}, {5, 1, 1, 256, 10, 10, 0}, {2, 2, 3, 5, 17, 4, 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const dense_case *t = &cases[c];
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "[net]\nheight=%d\nwidth=%d\nchannels=%d\nclasses=%d\n[maxpool]\nsize=1\n"
+                 "[dense]\noutputs=%d\nactivation=%s\nbias=0\nscale=1/9\n[dense]\noutputs=%d\nbias=0\nscale=-2.5\n[softmax]\n",
+                 t->h, t->w, t->c, t->classes, t->O, ct_activations[t->act].name, t->classes);
+        ct_model m;
+        make_model(&m, cfg, t->B);
+        assert_true(m.layers[1].scale == (float)(1.0 / 9.0) && m.layers[2].scale == -2.5f);
+        assert_true(m.layers[1].n_b == 0 && m.layers[2].n_b == 0);
+        assert_int_equal(m.n_params, m.layers[1].n_w + m.layers[2].n_w);
+        ct_model_free(&m);
+        run_single(cfg, t->B, t->B, 2, 450 + c, 1.0f);
+    }
+}
+
+/* init=dirac: the first min(in, out) filters are identities (a 1 at the
+ * centre tap of their own channel), the rest PyTorch's default
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as is init=uniform everywhere; the
+ * biases start at 0 */
+static void test_init_dirac(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_model m;
+    make_model(&m, "[net]\nheight=6\nwidth=6\nchannels=24\nclasses=10\n[conv]\nfilters=64\nsize=3\npad=1\n"
+                   "init=dirac\nbias=0\n[conv]\nfilters=16\nsize=3\npad=1\ninit=dirac\n[dense]\noutputs=10\n"
+                   "init=uniform\nbias=0\n[softmax]\n", 1);
+    ct_model_init_weights(&m, 5);
+    float *p = dev_read(m.params, m.n_params);
+    for (int i = 0; i < 3; i++) {
+        const ct_layer *L = &m.layers[i];
+        size_t fan_in = L->n_w / (size_t)L->oc;
+        int n = i == 2 ? 0 : L->ic < L->oc ? L->ic : L->oc, ones = 0;
+        double bound = 1.0 / sqrt((double)fan_in), ss = 0, cnt = 0;
+        for (size_t j = 0; j < fan_in; j++)
+            for (int o = 0; o < L->oc; o++) {
+                float w = p[L->w_off + j * (size_t)L->oc + (size_t)o];
+                if (o < n) { /* j = (ky * k + kx) * ic + c: the centre tap of channel o */
+                    int centre = (int)j == (L->k / 2 * L->k + L->k / 2) * L->ic + o;
+                    assert_true(w == (centre ? 1.0f : 0.0f));
+                    ones += centre;
+                } else {
+                    assert_true(fabs(w) <= bound);
+                    ss += (double)w * w;
+                    cnt++;
+                }
+            }
+        assert_int_equal(ones, n);
+        if (cnt) { /* U(-b, b) has variance b^2 / 3 */
+            double var = ss / cnt, want = bound * bound / 3;
+            fprintf(stderr, "# layer %d init: %d identity filters, the rest variance %.3g (uniform: %.3g)\n", i, n, var, want);
+            assert_true(fabs(var - want) < 0.1 * want);
+        }
+        for (size_t j = 0; j < L->n_b; j++) assert_true(p[L->b_off + j] == 0.0f);
+    }
+    free(p);
+    ct_model_free(&m);
 }
 
 /* ---------------- mnist-cnn at batch 4 ---------------- */
@@ -806,11 +913,107 @@ static void check_lookahead_vw(int vw) {
     ct_model_free(&m);
 }
 
+/* Parameter groups: a layer's lr= and bias_lr= multiply the learning rate of
+ * its weights and biases, a decaying group decays by wd / multiplier (so
+ * lr * wd is every group's: PyTorch groups with weight_decay = wd / m, as
+ * airbench), lr=0 freezes (batch norm's gamma), bias_epochs=2 freezes the
+ * biases from epoch 2. Five steps of each optimizer against its float64
+ * reference run region by region with (lr * m, wd / m); AdamW's decoupled
+ * decay is wdt in every decaying group. */
+static const char *groups_cfg = "[net]\nheight=5\nwidth=5\nchannels=2\nclasses=4\n"
+                                "[conv]\nfilters=3\nsize=3\nactivation=relu\nlr=0.5\nbias_lr=64\nbias_decay=1\nbias_epochs=2\n"
+                                "[batchnorm]\nlr=0\nbias_lr=64\nbias_decay=1\n[maxpool]\nsize=2\nstride=1\n"
+                                "[dense]\noutputs=4\nbias=0\nlr=2\n[softmax]\n";
+
+typedef struct group_want { size_t off, n; float lr, wd; } group_want;
+
+static void check_groups_vw(const ct_optim_hparams *o, const char *name, int vw) {
+    ct_model m;
+    make_model(&m, groups_cfg, 2);
+    ct_model_init_weights(&m, 7);
+    const ct_layer *C = &m.layers[0], *N = &m.layers[1], *D = &m.layers[3];
+    group_want want[] = {
+        {C->w_off, C->n_w, 0.5f, 2.0f}, {C->b_off, C->n_b, 64.0f, 1.0f / 64}, /* the conv bias until epoch 2 */
+        {N->w_off, N->n_w, 0.0f, 0.0f}, {N->b_off, N->n_b, 64.0f, 1.0f / 64}, {D->w_off, D->n_w, 2.0f, 0.5f},
+    };
+    assert_int_equal(D->n_b, 0);
+    assert_true(ct_model_has_groups(&m));
+    uint8_t *mask = malloc(m.n_params);
+    ct_cl_read(&g_cl, m.decay_mask, 0, m.n_params, mask);
+    size_t covered = 0;
+    for (size_t r = 0; r < sizeof want / sizeof *want; r++)
+        for (size_t j = want[r].off; j < want[r].off + want[r].n; j++, covered++) {
+            const struct ct_param_group *gp = &m.group[mask[j]];
+            assert_true(gp->lr == want[r].lr && gp->wd == want[r].wd && gp->until == (r == 1 ? 2 : 0));
+        }
+    assert_int_equal(covered, m.n_params);
+    free(mask);
+    ct_optim_state opt;
+    assert_int_equal(ct_optim_setup_vw(&opt, &m, o, vw), 0);
+    ct_rng g = ct_rng_make(710, (uint64_t)o->kind, 0);
+    size_t n = m.n_params;
+    float *P = set_random_params(&m, &g, 0);
+    float *M1 = calloc(n, 4), *M2 = calloc(n, 4), *S[2] = {M1, M2}, *prev = malloc(n * 4);
+    for (int t = 1; t <= 5; t++) {
+        if (t == 4) { /* epoch 2: the conv's biases stop */
+            ct_model_groups_epoch(&m, 2);
+            want[1].lr = want[1].wd = 0.0f;
+        }
+        float *G = malloc(n * 4);
+        ct_fill_rand(G, n, &g, 1.0f);
+        ct_cl_write(&g_cl, m.grads, 0, n * 4, G);
+        float lr = o->lr * (t <= 2 ? 1.0f : 0.25f);
+        ct_optim_step(&opt, lr);
+        for (size_t r = 0; r < sizeof want / sizeof *want; r++) {
+            group_want *w = &want[r];
+            float lr_g = lr * w->lr;
+            if (o->kind == CT_OPT_ADAMW)
+                ref_adamw(P + w->off, M1 + w->off, M2 + w->off, G + w->off, (long)w->n, lr_g, o->b1, o->b2, o->eps,
+                          w->wd != 0 ? (double)o->wd * lr / o->lr : 0.0, t);
+            else
+                ref_optim(o, lr_g, P + w->off, M1 + w->off, M2 + w->off, G + w->off, (long)w->n, o->wd * w->wd, t);
+        }
+        float *gp = dev_read(m.params, n);
+        char what[128];
+        snprintf(what, sizeof what, "%s groups (%d per work-item) step %d params", name, opt.vw, t);
+        assert_true(ct_compare(what, gp, P, n, 1e-5, 1e-5));
+        for (size_t j = 0; j < N->n_w; j++) assert_true(gp[N->w_off + j] == P[N->w_off + j]); /* frozen: exactly */
+        if (t >= 4) /* frozen: exactly the last step's */
+            for (size_t j = 0; j < C->n_b; j++) assert_true(gp[C->b_off + j] == prev[C->b_off + j]);
+        memcpy(prev, gp, n * 4);
+        for (int i = 0; i < opt.type->n_state; i++) {
+            float *got = ct_xmalloc(n * 4);
+            ct_optim_get_state(&opt, i, got);
+            snprintf(what, sizeof what, "%s groups (%d per work-item) step %d state %d", name, opt.vw, t, i + 1);
+            assert_true(ct_compare(what, got, S[i], n, 1e-5, i ? 1e-9 : 1e-5));
+            free(got);
+        }
+        free(G);
+        free(gp);
+    }
+    free(P); free(M1); free(M2); free(prev);
+    ct_optim_free(&opt);
+    ct_model_free(&m);
+}
+
 static void test_lookahead(void **state) {
     (void)state;
     CT_NEED_CL();
     check_lookahead_vw(16);
     check_lookahead_vw(1);
+}
+
+static void test_optim_groups(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_optim_hparams os[] = {
+        {.kind = CT_OPT_NESTEROV, .lr = 2e-3f, .momentum = 0.85f, .wd = 0.3f},
+        {.kind = CT_OPT_SGD, .lr = 2e-3f, .momentum = 0.9f, .wd = 0.1f},
+        {.kind = CT_OPT_ADAM, .lr = 1e-3f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 0.1f},
+        {.kind = CT_OPT_ADAMW, .lr = 1e-3f, .b1 = 0.9f, .b2 = 0.999f, .eps = 1e-8f, .wd = 1e-2f},
+    };
+    for (size_t k = 0; k < sizeof os / sizeof *os; k++)
+        for (int vw = 1; vw <= 16; vw += 15) check_groups_vw(&os[k], ct_optim_types[os[k].kind]->name, vw);
 }
 
 /* the table: every kind has an entry under its own name, a kernel and a state count */
@@ -933,10 +1136,13 @@ int main(void) {
         cmocka_unit_test(test_conv),
         cmocka_unit_test(test_conv_winograd),
         cmocka_unit_test(test_conv_direct),
+        cmocka_unit_test(test_conv_no_bias),
         cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_maxpool_ties),
         cmocka_unit_test(test_maxpool_after_relu),
         cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_dense_scale),
+        cmocka_unit_test(test_init_dirac),
         cmocka_unit_test(test_mnist_cnn_shapes),
         cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_softmax_xent_large),
@@ -945,6 +1151,7 @@ int main(void) {
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_nesterov),
         cmocka_unit_test(test_lookahead),
+        cmocka_unit_test(test_optim_groups),
         cmocka_unit_test(test_optim_table),
         cmocka_unit_test(test_u8_input),
         cmocka_unit_test(test_accumulation),

@@ -199,6 +199,23 @@ typedef struct bad_case {
 } bad_case;
 
 static const bad_case bad_cases[] = {
+    /* the parameter keys: bias, init, lr multipliers, scale, batch norm's, whiten */
+    {"init not a known one", NET "[conv]\nfilters=4\nsize=3\ninit=xavier\n" TAIL, 9, 0, "init=xavier"},
+    {"dirac on a dense", NET "[dense]\noutputs=3\ninit=dirac\n[softmax]\n", 6, 0, "init=dirac"},
+    {"lr not a number", NET "[conv]\nfilters=4\nsize=3\nlr=fast\n" TAIL, 9, 0, "lr=fast"},
+    {"negative lr multiplier", NET "[conv]\nfilters=4\nsize=3\nbias_lr=-2\n" TAIL, 9, 0, "bias_lr=-2"},
+    {"fraction by zero", NET "[dense]\noutputs=3\nscale=1/0\n[softmax]\n", 8, 0, "scale=1/0"},
+    {"fraction with junk", NET "[dense]\noutputs=3\nscale=1/9x\n[softmax]\n", 8, 0, "scale=1/9x"},
+    {"scale zero", NET "[dense]\noutputs=3\nscale=0\n[softmax]\n", 6, 0, "scale=0"},
+    {"bias=2", NET "[conv]\nfilters=4\nsize=3\nbias=2\n" TAIL, 9, 0, "bias=2"},
+    {"bias_lr without a bias", NET "[conv]\nfilters=4\nsize=3\nbias=0\nbias_lr=64\n" TAIL, 6, 0, "bias_lr= with bias=0"},
+    {"bias_decay without a bias", NET "[dense]\noutputs=3\nbias=0\nbias_decay=1\n[softmax]\n", 6, 0, "bias_decay= with bias=0"},
+    {"momentum above 1", NET "[batchnorm]\nmomentum=1.5\n" TAIL, 7, 0, "momentum=1.5"},
+    {"eps 0", NET "[batchnorm]\neps=0\n" TAIL, 6, 0, "eps=0"},
+    {"eps nan", NET "[batchnorm]\neps=nan\n" TAIL, 7, 0, "eps=nan"},
+    {"whiten with the wrong filters", NET "[conv]\nfilters=12\nsize=2\nwhiten=500\n" TAIL, 6, 0, "needs filters=8"},
+    {"whiten with lr", NET "[conv]\nfilters=8\nsize=2\nwhiten=500\nlr=1\n" TAIL, 6, 0, "leave out lr="},
+    {"whiten with init", NET "[conv]\nfilters=8\nsize=2\nwhiten=500\ninit=dirac\n" TAIL, 6, 0, "leave out init="},
     {"unknown layer section", NET "[conv2d]\nfilters=4\nsize=3\n" TAIL, 6, 0, "[conv2d]"},
     {"filters not a number", NET "\n# comment\n[conv]\nfilters=abc\nsize=3\n" TAIL, 8, 9, "filters=abc"},
     {"size=0", NET "[conv]\nfilters=4\nsize=0\n" TAIL, 6, 8, "size=0"},

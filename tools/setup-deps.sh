@@ -15,7 +15,7 @@
 set -e
 pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
 mesa-opencl-icd oclgrind
-libclblast-dev libstb-dev libturbojpeg0-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
+libclblast-dev liblapacke-dev libstb-dev libturbojpeg0-dev libcmocka-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
 libopenmpi-dev openmpi-bin clang libclang-rt-14-dev iproute2
 dataset-fashion-mnist python3 python3-venv python3-numpy python3-torch
 fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-arphic-bkai00mp

@@ -183,6 +183,13 @@ int ct_data_reopen(ct_data *d, const ct_dataset_def *def, const ct_ckpt_data *re
  * left alone. Call after ct_data_open or ct_data_reopen. CT_EINPUT naming
  * what when p->c is not the images' channel count. */
 int ct_data_prepare(ct_data *d, const ct_prep *p, float *scale, float *shift);
+/* The training split prepared as the test split is (no augmentation), for a
+ * whitening layer's statistics (ct_train_opts.plain_src): *out = src, a
+ * source over it with its state in *ctx (both the caller's, alive while it
+ * is used); *out = NULL for a set without sources (bytes * scale + shift from
+ * d->train). CT_EINPUT (no message) when the set has no such view yet (image
+ * folders, arrays). Call after any change to the test split's preparation. */
+int ct_data_plain_train(const ct_data *d, ct_source *src, ct_cifar_ctx *ctx, const ct_source **out);
 
 /* Frees everything d owns and zeroes it; safe on a zeroed or closed d. */
 void ct_data_close(ct_data *d);

@@ -34,15 +34,27 @@ typedef struct ct_sect {
     ct_key_list mean, std;                     /* [net]: the input normalisation (prep.h) */
     int filters, size, stride, pad, outputs, act, from, projection;
     float prob;
+    /* parameter keys (the layers that take them copy them into ct_layer) */
+    int bias, init, bias_decay, bias_epochs, whiten; /* [conv], [dense]: bias=0 (none), init=he|dirac|uniform; whiten=N */
+    float lr, bias_lr, scale;                        /* lr multipliers of the weights and biases; [dense] scale= */
+    float momentum, eps;                             /* [batchnorm] */
     unsigned has;
 } ct_sect;
 
-enum { CT_KEY_INT, CT_KEY_PROB, CT_KEY_ACT, CT_KEY_FLOATS };
-/* A key a section takes: an int in [lo, hi], a probability in [0, 1), an activation, or a comma-separated
- * list of finite numbers (a ct_key_list; lo 1: each > 0), stored at off in ct_sect. */
-typedef struct ct_key { const char *name; int type, lo, hi; size_t off; } ct_key;
-#define CT_KEY(field, t, lo, hi) {#field, t, lo, hi, offsetof(ct_sect, field)}
-#define CT_KEY_ACTIVATION {"activation", CT_KEY_ACT, 0, 0, offsetof(ct_sect, act)}
+enum { CT_KEY_INT, CT_KEY_PROB, CT_KEY_ACT, CT_KEY_FLOATS, CT_KEY_FLOAT, CT_KEY_NAME };
+/* A key a section takes, stored at off in ct_sect: an int in [lo, hi], a
+ * probability in [0, 1), an activation, a comma-separated list of finite
+ * numbers (a ct_key_list; lo 1: each > 0), a float in [lo, hi] (a number or a
+ * fraction "1/9"), or one of the NULL-terminated names (an int: its index). */
+typedef struct ct_key { const char *name; int type, lo, hi; size_t off; const char *const *names; } ct_key;
+#define CT_KEY(field, t, lo, hi) {#field, t, lo, hi, offsetof(ct_sect, field), NULL}
+#define CT_KEY_NAMES(field, list) {#field, CT_KEY_NAME, 0, 0, offsetof(ct_sect, field), list}
+#define CT_KEY_ACTIVATION {"activation", CT_KEY_ACT, 0, 0, offsetof(ct_sect, act), NULL}
+/* init= of [conv] and [dense]: He-normal (the default); Dirac (identity) on the
+ * first min(in, out) filters of a convolution and PyTorch's default,
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)), on the rest; that default on all */
+enum { CT_INIT_HE, CT_INIT_DIRAC, CT_INIT_UNIFORM };
+extern const char *const ct_init_names[];
 /* 1 if key number k of the section's list was given */
 #define CT_HAS(s, k) (((s)->has >> (k)) & 1u)
 
@@ -163,15 +175,17 @@ static inline int ct_fused_act(const ct_model *m, const ct_layer *L) {
 cl_mem ct_layer_output(const ct_model *m, int j);
 /* He-normal weights, zero biases (stream (seed, 0x1417, i)) */
 void ct_layer_init_he(const ct_layer *L, int i, float *p, uint64_t seed);
+/* L->init's weights (CT_INIT_*; he: ct_layer_init_he), zero biases */
+void ct_layer_init_weights(const ct_layer *L, int i, float *p, uint64_t seed);
 /* weight decay on the weights, not the biases */
 void ct_layer_decay_weights(const ct_layer *L, uint8_t *mask);
 /* reserve the four GEMM shapes of y[M, N] = x[M, K] W[K, N] and its backward */
 int ct_layer_reserve_gemm(ct_model *m, int M, int N, int K);
 /* The products of a layer y = act(x W + b) with W [K, L->oc] at L->w_off and
  * b at L->b_off in the flat parameters, over `rows` rows:
- * forward  y[rows, oc] = act(x[rows, K] W + b) + beta * y
- * dW       grads[w_off] += x^T dy
- * dx       dx[rows, K] = dy W^T + beta * dx
+ * forward  y[rows, oc] = act(s x[rows, K] W + b) + beta * y   (s: L->scale; no b when L->n_b is 0)
+ * dW       grads[w_off] += s x^T dy
+ * dx       dx[rows, K] = s dy W^T + beta * dx
  * bias     grads[off, off + N) += the sum of the R rows of X [R, N] from
  *          offset offX (1^T X: a bias gradient, or the sum of partial
  *          gradients), one GEMM with the model's row of ones (ct_needs.ones >= R) */

@@ -62,7 +62,16 @@ typedef struct ct_layer {
     int wino;                   /* conv: 0, or m: runs as Winograd F(m x m, 3x3) (kernels/winograd.cl), not im2col + GEMM */
     int direct;                 /* conv: 0, or 1 + its kernels' slot in its type's state: runs as kernels/conv_direct.cl */
     float prob;                 /* dropout probability */
-    size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer */
+    size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer; n_b 0: no bias */
+    /* the optimizer's view of its parameters (ct_model_groups): lr multipliers of the weights and of
+     * the biases, 1 when the biases decay too (the decay op marks the weights), and the epoch from
+     * which the biases stop training (0: never) */
+    float lr_w, lr_b;
+    int decay_b, bias_until;
+    float scale;                /* [dense]: y = scale * x W + b */
+    float eps, momentum;        /* [batchnorm] */
+    int init;                   /* CT_INIT_* ([conv], [dense]) */
+    int whiten;                 /* [conv] whiten=N: its weights from the first N training images' patches (ct_whiten) */
     int line;                   /* line of its section in the .cfg */
     int from;                   /* a second input: the output of layer `from` (-1: the network input); -2: none */
     cl_mem out;                 /* [batch, oh, ow, oc] */
@@ -89,6 +98,14 @@ static inline ct_conv_choice ct_conv_key(const ct_layer *L, int B) {
 #define CT_MAX_RECIPE 24
 typedef struct ct_recipe_entry { char key[24], value[48]; int line; } ct_recipe_entry;
 extern const char *const ct_recipe_keys[]; /* NULL-terminated */
+/* Parameter groups (the optimizer's view): every parameter belongs to one,
+ * its byte in decay_mask. Group 0: lr x1, no decay; group 1: lr x1, decay
+ * (the two every model has; --freeze moves parameters to group 0); then one
+ * per other (lr multiplier, decay, last epoch) a layer's keys ask for. A
+ * group with lr multiplier m decays by wd/m, as a PyTorch parameter group
+ * with lr = m*lr and weight_decay = wd/m: every group's decay per step is
+ * the same (airbench's rule); m = 0 freezes it (no step, no decay). */
+#define CT_MAX_GROUPS 64
 #define CT_MAX_LAYER_TYPES 32
 
 typedef struct ct_model {
@@ -108,7 +125,10 @@ typedef struct ct_model {
     int batch;
     cl_program p_ops;           /* ops.cl: what the model does besides its layers */
     cl_kernel k_u8, k_gather, k_act_bwd, k_act_fwd, k_xent, k_nonfinite;
-    cl_mem params, grads, decay_mask; /* decay_mask: a uchar per parameter, 1 where weight decay applies */
+    cl_mem params, grads, decay_mask; /* decay_mask: a uchar per parameter, its group (ct_model_groups) */
+    cl_mem groups;              /* float2 per group: its lr multiplier and weight-decay multiplier */
+    int n_groups;
+    struct ct_param_group { float lr, wd; int until; } group[CT_MAX_GROUPS];
     cl_mem input, input_u8, labels, loss, pred, dlogits, ws, ones, flag;
     cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
     int conv_algo;              /* CT_CONV_*, set before ct_model_setup (0: im2col everywhere) */
@@ -182,6 +202,12 @@ double ct_model_read_results(ct_model *m, int B, int32_t *pred);
 int ct_model_grads_nonfinite(ct_model *m);
 /* The layer whose parameter gradient went non-finite first in backward order, or -1. */
 int ct_model_first_nonfinite_layer(ct_model *m);
+
+/* Upload the groups' multipliers for epoch (0-based): a group whose biases
+ * stop training at `until` gets lr 0 from then on. Idempotent; setup calls it for epoch 0. */
+void ct_model_groups_epoch(ct_model *m, int epoch);
+/* 1 if some group has a multiplier other than x1 (or freezes) */
+int ct_model_has_groups(const ct_model *m);
 
 void ct_model_get_params(ct_model *m, float *host);
 void ct_model_set_params(ct_model *m, const float *host);

@@ -46,6 +46,9 @@ typedef struct ct_train_opts {
     unsigned given;        /* CT_GIVEN_*: options given that a checkpoint also fixes (--resume checks them) */
     const char *logdir;    /* --logdir: metrics.csv and a TensorBoard event file */
     const ct_source *train_src, *eval_src; /* samples through these instead of bytes*scale+shift (augmentation) */
+    const ct_source *plain_src; /* the training split prepared as eval_src prepares the test split (no
+                                   augmentation), for a whitening layer (cltrain/whiten.h); NULL with a
+                                   train_src: not available (a whiten= model is refused) */
     int fit_model;         /* fit the model's input shape and classes to the data (ct_model_load_shaped) */
     char **class_names;    /* stored in checkpoints (image folders: `cltrain predict` needs them) */
     size_t bucket_bytes;   /* data-parallel: gradient all-reduce bucket size (0: 1 MiB) */

@@ -12,6 +12,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static int cifar_open(ct_data *d, const ct_data_opts *o);
+
+int ct_data_plain_train(const ct_data *d, ct_source *src, ct_cifar_ctx *ctx, const ct_source **out) {
+    *out = NULL;
+    if (!d->src[0]) return 0; /* bytes * scale + shift from d->train, as training uploads them */
+    if (d->def->open != cifar_open) return CT_EINPUT;
+    /* CIFAR: the training images through the test split's preparation (no augmentation) */
+    *ctx = (ct_cifar_ctx){.ds = d->train, .aug = d->cctx[1].aug};
+    ct_cifar_source_init(src, ctx);
+    *out = src;
+    return 0;
+}
+
 void ct_data_opts_defaults(ct_data_opts *o) {
     memset(o, 0, sizeof *o);
     o->seed = 1;

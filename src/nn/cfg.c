@@ -8,6 +8,7 @@
 #include "cltrain/layer.h"
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -79,6 +80,10 @@ static void sect_defaults(ct_sect *s, const sect_kind *k) {
     s->act = CT_ACT_LINEAR;
     s->prob = 0.5f;
     s->from = 0;
+    s->bias = 1;
+    s->lr = s->bias_lr = s->scale = 1.0f;
+    s->momentum = 0.1f;
+    s->eps = 1e-5f;
     if (k->kind >= 0 && ct_layer_table[k->kind]->defaults) ct_layer_table[k->kind]->defaults(s);
 }
 
@@ -102,6 +107,27 @@ static int set_value(ct_sect *s, const ct_key *key, const char *name, const char
             return ct_fail(CT_EINPUT, "%s:%d: %s=%s: %s; give one number per channel, comma-separated (e.g. "
                            "%s=%s)", s->file, line, name, v, why, name, key->lo ? "0.2470,0.2435,0.2616" : "0.4914,0.4822,0.4465");
         l->line = line;
+    } else if (key->type == CT_KEY_NAME) {
+        int a = 0;
+        while (key->names[a] && strcmp(v, key->names[a])) a++;
+        if (!key->names[a]) {
+            char known[128] = "";
+            for (int j = 0; key->names[j]; j++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "", key->names[j]);
+            return ct_fail(CT_EINPUT, "%s:%d: %s=%s: expected one of %s", s->file, line, name, v, known);
+        }
+        *(int *)((char *)s + key->off) = a;
+    } else if (key->type == CT_KEY_FLOAT) { /* a number, or a fraction a/b */
+        double d = strtod(v, &end);
+        if (end != v && *end == '/') {
+            const char *q = end + 1;
+            double den = strtod(q, &end);
+            d = end != q && den != 0 ? d / den : NAN;
+        }
+        if (end == v || *end || !isfinite(d) || d < key->lo || d > key->hi || !isfinite((float)d))
+            return ct_fail(CT_EINPUT, "%s:%d: %s=%s is not a number in [%d, %d] (a fraction such as 1/9 is taken)", s->file,
+                           line, name, v, key->lo, key->hi);
+        *(float *)((char *)s + key->off) = (float)d;
     } else if (key->type == CT_KEY_PROB) {
         double d = strtod(v, &end);
         if (end == v || *end || !(d >= 0 && d < 1))
@@ -164,6 +190,8 @@ static int add_layer(ct_model *m, const ct_sect *s, int type, int *h, int *w, in
     L->act = s->act;
     L->line = s->line;
     L->from = -2;
+    L->lr_w = s->lr; L->lr_b = s->bias_lr; L->decay_b = s->bias_decay; L->bias_until = s->bias_epochs;
+    L->scale = 1.0f;
     L->ih = *h; L->iw = *w; L->ic = *c;
     int rc = o->shape(m, L, s);
     if (rc) return rc;

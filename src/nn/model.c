@@ -69,6 +69,58 @@ static int check_counts(const ct_model *m, int batch) {
     return 0;
 }
 
+/* the group of (lr multiplier, decays, last epoch), added when new */
+static int group_of(ct_model *m, float lr, int decays, int until) {
+    float wd = !decays || lr == 0 ? 0.0f : 1.0f / lr;
+    for (int g = 0; g < m->n_groups; g++)
+        if (m->group[g].lr == lr && m->group[g].wd == wd && m->group[g].until == until) return g;
+    if (m->n_groups == CT_MAX_GROUPS) return -1;
+    m->group[m->n_groups] = (struct ct_param_group){lr, wd, until};
+    return m->n_groups++;
+}
+
+/* Every parameter's group into decay_mask: the weights by their layer's decay
+ * op and lr multiplier, the biases by theirs (see CT_MAX_GROUPS) */
+static int setup_groups(ct_model *m) {
+    uint8_t *mask = ct_xcalloc(m->n_params ? m->n_params : 1, 1);
+    m->n_groups = 0;
+    group_of(m, 1.0f, 0, 0);
+    group_of(m, 1.0f, 1, 0);
+    int rc = 0;
+    for (int i = 0; i < m->n_layers && !rc; i++) {
+        const ct_layer *L = &m->layers[i];
+        if (ct_layer_ops_of(L)->decay) ct_layer_ops_of(L)->decay(L, mask);
+        int gw[2] = {group_of(m, L->lr_w, 0, 0), group_of(m, L->lr_w, 1, 0)};
+        int gb = group_of(m, L->lr_b, L->decay_b || (L->n_b && mask[L->b_off]), L->bias_until);
+        if (gw[0] < 0 || gw[1] < 0 || gb < 0) {
+            rc = ct_fail(CT_EINPUT, "%s:%d: more than %d different lr=/bias_lr=/bias_decay=/bias_epochs= settings", m->name,
+                         L->line, CT_MAX_GROUPS);
+            break;
+        }
+        for (size_t j = L->w_off; j < L->w_off + L->n_w; j++) mask[j] = (uint8_t)gw[mask[j]];
+        for (size_t j = L->b_off; j < L->b_off + L->n_b; j++) mask[j] = (uint8_t)gb;
+    }
+    if (!rc) rc = ct_cl_alloc(m->cl, &m->groups, CT_MAX_GROUPS * 2 * sizeof(float), "parameter groups");
+    if (!rc) {
+        ct_cl_write(m->cl, m->decay_mask, 0, m->n_params, mask);
+        ct_model_groups_epoch(m, 0);
+    }
+    free(mask);
+    return rc;
+}
+
+void ct_model_groups_epoch(ct_model *m, int epoch) {
+    float t[CT_MAX_GROUPS * 2] = {0};
+    for (int g = 0; g < m->n_groups; g++) {
+        int off = m->group[g].until && epoch >= m->group[g].until;
+        t[2 * g] = off ? 0.0f : m->group[g].lr;
+        t[2 * g + 1] = off ? 0.0f : m->group[g].wd;
+    }
+    ct_cl_write(m->cl, m->groups, 0, sizeof t, t);
+}
+
+int ct_model_has_groups(const ct_model *m) { return m->n_groups > 2; }
+
 int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     m->cl = cl;
     m->batch = batch;
@@ -123,12 +175,7 @@ int ct_model_setup(ct_model *m, ct_cl *cl, int batch, int gemm_mode) {
     if (need.ws3 && (rc = ct_cl_alloc(cl, &m->ws3, need.ws3 * sizeof(float), "third workspace"))) return rc;
     float one = 1.0f;
     CL_CHECK(clEnqueueFillBuffer(cl->queue, m->ones, &one, sizeof one, 0, need.ones * sizeof(float), 0, NULL, NULL));
-    uint8_t *mask = ct_xcalloc(m->n_params ? m->n_params : 1, 1);
-    for (int i = 0; i < m->n_layers; i++)
-        if (ct_layer_ops_of(&m->layers[i])->decay) ct_layer_ops_of(&m->layers[i])->decay(&m->layers[i], mask);
-    ct_cl_write(cl, m->decay_mask, 0, m->n_params, mask);
-    free(mask);
-    return 0;
+    return setup_groups(m);
 }
 
 void ct_model_init_weights(ct_model *m, uint64_t seed) {
@@ -155,7 +202,7 @@ void ct_model_free(ct_model *m) {
         for (int j = 0; j < 4; j++) ct_cl_release(&m->layers[i].own[j]);
     }
     m->input = m->labels = NULL; /* aliases of inputs[] and labels2[] */
-    cl_mem *mems[] = {&m->params, &m->grads, &m->decay_mask, &m->inputs[0], &m->inputs[1],
+    cl_mem *mems[] = {&m->params, &m->grads, &m->decay_mask, &m->groups, &m->inputs[0], &m->inputs[1],
                       &m->labels2[0], &m->labels2[1], &m->input_u8,
                       &m->loss, &m->pred, &m->dlogits, &m->ws, &m->ones, &m->flag, &m->ws2, &m->ws3};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++) ct_cl_release(mems[i]);

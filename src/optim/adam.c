@@ -9,7 +9,7 @@ static void adam_args(const ct_optim_state *o, cl_kernel k, float lr) {
     ct_model *m = o->m;
     /* bias corrections in double on the host */
     float bc1 = (float)(1.0 - pow(h->b1, m->step)), bc2 = (float)(1.0 - pow(h->b2, m->step));
-    ct_kargs(k, m->params, o->state[0], o->state[1], m->grads, m->decay_mask, m->flag, (int)m->n_params, lr, h->b1, h->b2,
+    ct_kargs(k, m->params, o->state[0], o->state[1], m->grads, m->decay_mask, m->groups, m->flag, (int)m->n_params, lr, h->b1, h->b2,
              h->eps, h->wd, bc1, bc2);
 }
 

@@ -6,7 +6,7 @@
 static void nesterov_args(const ct_optim_state *o, cl_kernel k, float lr) {
     const ct_optim_hparams *h = &o->hp;
     ct_model *m = o->m;
-    ct_kargs(k, m->params, o->state[0], m->grads, m->decay_mask, m->flag, (int)m->n_params, lr, h->momentum, h->wd);
+    ct_kargs(k, m->params, o->state[0], m->grads, m->decay_mask, m->groups, m->flag, (int)m->n_params, lr, h->momentum, h->wd);
 }
 
 const ct_optim_type ct_optim_nesterov = {

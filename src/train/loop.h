@@ -109,6 +109,9 @@ typedef struct ct_loop {
  * optimizer at the scheduled rate, the next batch's prefetch, read-back. */
 int ct_train_step(ct_loop *loop, ct_step_info *si);
 
+/* A fresh run's whitening layer from the training images (train/whiten.c); 0 when the model has none. */
+int ct_train_whiten(ct_loop *loop);
+
 /* After a step: each hook in turn; a non-zero return ends training with it. */
 typedef int (*ct_train_hook)(ct_loop *loop, const ct_step_info *si);
 extern const ct_train_hook ct_train_hooks[];

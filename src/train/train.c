@@ -141,6 +141,7 @@ static int setup(ct_loop *loop) {
     if (!rc) rc = ct_model_setup(m, &loop->cl, o->batch, o->gemm);
     if (rc) return rc;
     ct_model_init_weights(m, o->seed);
+    if (!o->resume && !o->init && (rc = ct_train_whiten(loop))) return rc; /* else the checkpoint holds its weights */
     m->label_smoothing = o->label_smoothing;
     if ((rc = ct_optim_setup(&loop->opt, m, &o->optim))) return rc;
     if ((rc = ct_lookahead_setup(&loop->la, &loop->opt, o->lookahead))) return rc;
@@ -258,6 +259,7 @@ static int run_steps(ct_loop *loop, int64_t *g_end) {
     int64_t g;
     for (g = loop->g0; g < loop->total; g++) {
         ct_step_info si = {.g = g, .k = g - loop->g0, .epoch = (int)(g / loop->spe), .s = (long)(g % loop->spe)};
+        if (ct_model_has_groups(&loop->m) && (g == loop->g0 || si.s == 0)) ct_model_groups_epoch(&loop->m, si.epoch);
         if ((rc = ct_train_step(loop, &si))) break;
         if ((rc = nan_check(loop, &si))) {
             if (rc == 1) { rc = 0; continue; }

@@ -10,17 +10,43 @@
  * Kernels: kernels/conv.cl (im2col, col2im) and the GEMM here;
  * Winograd in conv_winograd.c, the direct kernel in conv_direct.c. Reference: src/ref/conv.c; tests: tests/test_layers.c. */
 #include "conv_kind.h"
+#include <stdlib.h>
 #include <string.h>
 
 static const ct_key keys[] = {
     CT_KEY(filters, CT_KEY_INT, 1, 65536), CT_KEY(size, CT_KEY_INT, 1, 64), CT_KEY(stride, CT_KEY_INT, 1, 64),
-    CT_KEY(pad, CT_KEY_INT, 0, 64), CT_KEY_ACTIVATION,
+    CT_KEY(pad, CT_KEY_INT, 0, 64), CT_KEY_ACTIVATION, CT_KEY(bias, CT_KEY_INT, 0, 1), CT_KEY_NAMES(init, ct_init_names),
+    CT_KEY(lr, CT_KEY_FLOAT, 0, 1000000), CT_KEY(bias_lr, CT_KEY_FLOAT, 0, 1000000), CT_KEY(bias_decay, CT_KEY_INT, 0, 1),
+    CT_KEY(bias_epochs, CT_KEY_INT, 0, 1000000), CT_KEY(whiten, CT_KEY_INT, 0, 1 << 30),
 };
+enum { K_INIT = 6, K_LR, K_BIAS_LR, K_BIAS_DECAY, K_BIAS_EPOCHS, K_WHITEN };
+
+/* the keys a layer without a bias cannot take, and whiten='s demands (ct_whiten) */
+static int check_keys(const ct_model *m, const ct_layer *L, const ct_sect *s) {
+    static const int bias_keys[] = {K_BIAS_LR, K_BIAS_DECAY, K_BIAS_EPOCHS};
+    for (int j = 0; j < 3 && !s->bias; j++)
+        if (CT_HAS(s, bias_keys[j]))
+            return ct_fail(CT_EINPUT, "%s:%d: [conv] %s= with bias=0: there is no bias; leave out one of them", s->file,
+                           s->line, keys[bias_keys[j]].name);
+    if (!s->whiten) return 0;
+    if (L != m->layers) /* its statistics are of the images, not of an earlier layer's outputs */
+        return ct_fail(CT_EINPUT, "%s:%d: [conv] whiten= must be on the first layer", s->file, s->line);
+    int d = L->k * L->k * L->ic;
+    if (L->oc != 2 * d)
+        return ct_fail(CT_EINPUT, "%s:%d: [conv] whiten=%d needs filters=%d: the %d eigenvectors of the %dx%dx%d patches' "
+                       "covariance and their negatives", s->file, s->line, s->whiten, 2 * d, d, L->k, L->k, L->ic);
+    if (CT_HAS(s, K_LR) || CT_HAS(s, K_INIT))
+        return ct_fail(CT_EINPUT, "%s:%d: [conv] whiten= sets and freezes the weights; leave out %s=", s->file, s->line,
+                       CT_HAS(s, K_LR) ? "lr" : "init");
+    return 0;
+}
 
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
-    (void)m;
     if (!CT_HAS(s, 0) || !CT_HAS(s, 1)) return ct_fail(CT_EINPUT, "%s:%d: [conv] needs filters= and size=", s->file, s->line);
     L->k = s->size; L->stride = s->stride; L->pad = s->pad;
+    L->init = s->init;
+    L->whiten = s->whiten;
+    if (s->whiten) L->lr_w = 0.0f;
     if (L->ih + 2 * L->pad < L->k || L->iw + 2 * L->pad < L->k)
         return ct_fail(CT_EINPUT, "%s:%d: [conv] size=%d does not fit its %dx%d input (pad %d)", s->file, s->line, L->k,
                        L->ih, L->iw, L->pad);
@@ -28,8 +54,8 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     L->ow = (L->iw + 2 * L->pad - L->k) / L->stride + 1;
     L->oc = s->filters;
     L->n_w = (size_t)L->k * L->k * L->ic * L->oc;
-    L->n_b = (size_t)L->oc;
-    return 0;
+    L->n_b = s->bias ? (size_t)L->oc : 0;
+    return check_keys(m, L, s);
 }
 
 static double flops(const ct_layer *L) { return 2.0 * L->oh * L->ow * L->oc * L->k * L->k * L->ic; }
@@ -138,7 +164,7 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     if (L->direct) {
         ct_conv_direct_weight_grad(m, L, x, dy, B);
     } else {
-        ct_layer_bias_grad(m, dy, 0, rows, L->oc, L->b_off);
+        if (L->n_b) ct_layer_bias_grad(m, dy, 0, rows, L->oc, L->b_off);
         cl_mem col = CT_CONV_KEPT(L) ? CT_CONV_KEPT(L) : run_im2col(m, L, x, B); /* kept: the last forward's */
         ct_layer_gemm_dw(m, L, col, dy, rows, kk);
     }
@@ -158,7 +184,9 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     (void)m;
     const ct_layer *L = &m->layers[i];
     ct_onnx_to_4d(g, L->ic, L->ih, L->iw, x, rank4);
-    ct_onnx_conv(g, x, p + L->w_off, p + L->b_off, L->k, L->ic, L->oc, L->stride, L->pad);
+    float *zero = L->n_b ? NULL : ct_xcalloc((size_t)L->oc, sizeof *zero); /* ONNX's Conv with a zero bias */
+    ct_onnx_conv(g, x, p + L->w_off, L->n_b ? p + L->b_off : zero, L->k, L->ic, L->oc, L->stride, L->pad);
+    free(zero);
     ct_onnx_activation(g, L->act, x);
     return 0;
 }
@@ -211,6 +239,6 @@ static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
 const ct_layer_ops ct_layer_conv = {
     .type = CT_L_CONV, .name = "conv", .alias = "convolutional", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .build = build, .release = release, .shape = shape, .flops = flops, .setup = setup, .forward = forward, .backward = backward,
-    .onnx = onnx, .import = import, .onnx_ops = "Conv", .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
+    .onnx = onnx, .import = import, .onnx_ops = "Conv", .init = ct_layer_init_weights, .decay = ct_layer_decay_weights,
 };
 

@@ -84,7 +84,8 @@ void ct_conv_direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     int rows = B * L->oh * L->ow, per = direct_per(m, rows);
     CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, m->params, m->ws, L->w_off * sizeof(float), 0, L->n_w * sizeof(float), 0,
                                  NULL, NULL));
-    ct_kargs(d->fwd, L->out, x, m->ws, m->params, (int)L->b_off, ct_fused_act(m, L), L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
+    /* no bias: a buffer of zeros in its place */
+    ct_kargs(d->fwd, L->out, x, m->ws, L->n_b ? m->params : CT_DIRECT_ZEROS(L), L->n_b ? (int)L->b_off : 0, ct_fused_act(m, L), L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
     size_t gws = (size_t)((rows + per - 1) / per), one = 1;
     ct_cl_run(m->cl, d->fwd, "direct_fwd", 1, &gws, &one);
 }
@@ -95,6 +96,7 @@ void ct_conv_direct_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem
     int kk = direct_kk(L), rows = B * L->oh * L->ow, S = direct_strips(m, L, rows), per = (rows + S - 1) / S,
         n = (kk + 1) * L->oc;
     CT_ASSERT(L->b_off == L->w_off + L->n_w);
+    if (!L->n_b) n -= L->oc; /* each strip's dW only, its bias sums left */
     ct_kargs(d->dw, m->ws, x, dy, L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
     size_t one[2] = {1, 1};
     if (kk <= DIRECT_KK) {
@@ -104,7 +106,9 @@ void ct_conv_direct_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem
         size_t gws[2] = {(size_t)(kk / direct_chn(L)), (size_t)S};
         ct_cl_run(m->cl, d->dw, "direct_dw_taps", 2, gws, one);
     }
-    ct_layer_bias_grad(m, m->ws, 0, S, n, L->w_off);
+    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.transA = 1, .M = 1, .N = n, .K = S, .alpha = 1.0f, .beta = 1.0f, .A = m->ones,
+                                          .lda = 1, .B = m->ws, .ldb = (kk + 1) * L->oc, .C = m->grads, .offC = L->w_off,
+                                          .ldc = n});
 }
 
 /* dx from dy by direct_dx (input channels in 16s), the turned weights and a row of zeros first in ws */
@@ -129,6 +133,10 @@ int ct_conv_direct_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t w = ct_max2((size_t)S * (size_t)N, dcol ? rows * kk : 0);
     if ((size_t)S > n->ones) n->ones = (size_t)S; /* the GEMM's row of ones */
     if (w > n->ws) n->ws = w;
-    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, N, S))) return rc;
+    if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->n_b ? N : N - L->oc, S))) return rc;
+    if (!L->n_b) { /* the forward's bias, zeros */
+        if ((rc = ct_cl_alloc(m->cl, &CT_DIRECT_ZEROS(L), (size_t)L->oc * sizeof(float), "zero bias"))) return rc;
+        ct_cl_fill0(m->cl, CT_DIRECT_ZEROS(L), 0, (size_t)L->oc * sizeof(float));
+    }
     return dcol ? ct_gemm_reserve(&m->gemm, 0, 1, (int)rows, (int)kk, L->oc) : 0;
 }

@@ -35,6 +35,8 @@ static inline size_t ct_max2(size_t a, size_t b) { return a > b ? a : b; }
 
 /* the buffer a layer keeps from its forward for its weight gradient (NULL: none) */
 #define CT_CONV_KEPT(L) ((L)->own[0])
+/* the direct kernel's bias for a layer without one (bias=0): oc zeros */
+#define CT_DIRECT_ZEROS(L) ((L)->own[1])
 
 /* Winograd (L->wino = m): workspaces, kept V, GEMM shapes and winograd.cl for batch; forward; backward */
 int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n);

@@ -181,12 +181,12 @@ void ct_conv_wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     cl_mem V = CT_CONV_KEPT(L) ? CT_CONV_KEPT(L) : m->ws;
     wino_weights(m, L, 0);
     if (fused(m, L, L->ic, L->oc)) {
-        wino_fused(m, L, L->out, x, 1, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B);
+        wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B);
         return;
     }
     wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
     wino_gemms(m, L, V, (int)tiles_out(L, B), L->oc, L->ic);
-    wino_out(m, L, L->out, 1, ct_fused_act(m, L), L->oh, L->ow, L->oc, B);
+    wino_out(m, L, L->out, L->n_b != 0, ct_fused_act(m, L), L->oh, L->ow, L->oc, B);
 }
 
 /* The weight gradient through memory: V (kept, or wino_in again), Z = A dY
@@ -201,7 +201,7 @@ static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy
     ct_kargs(w->dy, m->ws2, m->ws2, (int)zs, dy, L->oh, L->ow, K, TH, TW, T);
     size_t gws = (size_t)T;
     ct_cl_run(m->cl, w->dy, "wino_dy", 1, &gws, &tile_lws);
-    ct_layer_bias_grad(m, m->ws2, zs, T, K, L->b_off);
+    if (L->n_b) ct_layer_bias_grad(m, m->ws2, zs, T, K, L->b_off);
     ct_gemm_run_batched(&m->gemm, wn2(L), 1, C, K, T, 1.0f, V, 0, C, (size_t)T * C, m->ws2, 0, K, (size_t)T * K, 0.0f,
                         m->ws3, 0, K, (size_t)C * K);
     wino_dw_sum(m, L, m->ws3, 1);
@@ -218,7 +218,7 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
         size_t P = (size_t)wn2(L) * C * K, gs = (size_t)S, one = 1;
         ct_kargs(w->dw_fused, m->ws, x, dy, L->ih, L->iw, C, L->pad, L->oh, L->ow, K, TH, TW, T, per, S);
         ct_cl_run(m->cl, w->dw_fused, "wino_dw_fused", 1, &gs, &one);
-        ct_layer_bias_grad(m, m->ws, (size_t)S * P, S, K, L->b_off);
+        if (L->n_b) ct_layer_bias_grad(m, m->ws, (size_t)S * P, S, K, L->b_off);
         wino_dw_sum(m, L, m->ws, S);
     } else {
         wino_weight_grad(m, L, x, dy, B);

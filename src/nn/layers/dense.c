@@ -1,18 +1,33 @@
-/* nn/layers/dense.c: [dense] (alias [connected]): y = act(x W + b) as one
- * GEMM with bias and ReLU fused; weights [in_size, outputs], bias [outputs].
+/* nn/layers/dense.c: [dense] (alias [connected]): y = act(s x W + b) as one
+ * GEMM with bias and activation fused; weights [in_size, outputs], bias
+ * [outputs] (none with bias=0); s = scale= (1), the GEMM's alpha.
  * Reference: ref_gemm (src/ref/gemm.c); tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
+#include <stdlib.h>
 #include <string.h>
 
-static const ct_key keys[] = {CT_KEY(outputs, CT_KEY_INT, 1, 1 << 24), CT_KEY_ACTIVATION};
+static const ct_key keys[] = {
+    CT_KEY(outputs, CT_KEY_INT, 1, 1 << 24), CT_KEY_ACTIVATION, CT_KEY(bias, CT_KEY_INT, 0, 1),
+    CT_KEY_NAMES(init, ct_init_names), CT_KEY(lr, CT_KEY_FLOAT, 0, 1000000), CT_KEY(bias_lr, CT_KEY_FLOAT, 0, 1000000),
+    CT_KEY(bias_decay, CT_KEY_INT, 0, 1), CT_KEY(scale, CT_KEY_FLOAT, -1000000, 1000000),
+};
+enum { K_INIT = 3, K_BIAS_LR = 5, K_BIAS_DECAY };
 
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     (void)m;
     if (!CT_HAS(s, 0)) return ct_fail(CT_EINPUT, "%s:%d: [dense] needs outputs=", s->file, s->line);
+    if (s->init == CT_INIT_DIRAC)
+        return ct_fail(CT_EINPUT, "%s:%d: [dense] init=dirac: Dirac is for convolutions; use he or uniform", s->file, s->line);
+    if (!s->bias && (CT_HAS(s, K_BIAS_LR) || CT_HAS(s, K_BIAS_DECAY)))
+        return ct_fail(CT_EINPUT, "%s:%d: [dense] %s= with bias=0: there is no bias; leave out one of them", s->file, s->line,
+                       CT_HAS(s, K_BIAS_LR) ? "bias_lr" : "bias_decay");
+    if (!(s->scale != 0)) return ct_fail(CT_EINPUT, "%s:%d: [dense] scale=0 would output zeros", s->file, s->line);
     L->oh = L->ow = 1;
     L->oc = s->outputs;
     L->n_w = ct_in_size(L) * L->oc;
-    L->n_b = (size_t)L->oc;
+    L->n_b = s->bias ? (size_t)L->oc : 0;
+    L->init = s->init;
+    L->scale = s->scale;
     return 0;
 }
 
@@ -33,12 +48,12 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     int K = (int)ct_in_size(L);
-    ct_layer_bias_grad(m, dy, 0, B, L->oc, L->b_off);
+    if (L->n_b) ct_layer_bias_grad(m, dy, 0, B, L->oc, L->b_off);
     ct_layer_gemm_dw(m, L, x, dy, B, K);
     if (L->dx) ct_layer_gemm_dx(m, L, dy, B, K, 0.0f, L->dx);
 }
 
-/* Gemm: y = x W + b. The weights' rows are in cltrain's (h, w, c) order;
+/* Gemm: y = scale x W + b (alpha; a zero bias when it has none). The weights' rows are in cltrain's (h, w, c) order;
  * ONNX flattens NCHW, so after a spatial tensor they go to (c, h, w) order. */
 static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
     const ct_layer *L = &m->layers[i];
@@ -63,9 +78,12 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     ct_onnx_fresh(g, y, "gemm");
     int64_t wd[2] = {(int64_t)H * W * C, O}, bd[1] = {O};
     ct_onnx_init_f32(g, wn, wd, 2, w, L->n_w);
-    ct_onnx_init_f32(g, bn, bd, 1, p + L->b_off, L->n_b);
+    float *zero = L->n_b ? NULL : ct_xcalloc((size_t)O, sizeof *zero);
+    ct_onnx_init_f32(g, bn, bd, 1, L->n_b ? p + L->b_off : zero, (size_t)O);
     free(w);
+    free(zero);
     ct_onnx_begin(g, "Gemm", (const char *const[]){x, wn, bn}, 3, y);
+    if (L->scale != 1.0f) ct_onnx_attr_float(g, "alpha", L->scale);
     ct_onnx_end(g);
     memcpy(x, y, CT_ONNX_NAME);
     ct_onnx_activation(g, L->act, x);
@@ -152,5 +170,5 @@ const ct_layer_ops ct_layer_dense = {
     .type = CT_L_DENSE, .name = "dense", .alias = "connected", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .shape = shape, .flops = flops, .setup = setup, .forward = forward, .backward = backward,
     .onnx = onnx, .import = import, .onnx_ops = "Gemm or MatMul+Add after Flatten/Reshape/Squeeze", .logits = 1,
-    .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
+    .init = ct_layer_init_weights, .decay = ct_layer_decay_weights,
 };

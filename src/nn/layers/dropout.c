@@ -5,7 +5,7 @@
  * tests/test_dropout.c. */
 #include "cltrain/layer.h"
 
-static const ct_key keys[] = {{"probability", CT_KEY_PROB, 0, 0, offsetof(ct_sect, prob)}};
+static const ct_key keys[] = {{"probability", CT_KEY_PROB, 0, 0, offsetof(ct_sect, prob), NULL}};
 
 static const char *const kernels[] = {"dropout_fwd", "dropout_bwd"};
 enum { FWD, BWD };

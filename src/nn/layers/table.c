@@ -51,21 +51,44 @@ void ct_layer_init_he(const ct_layer *L, int i, float *p, uint64_t seed) {
     for (size_t j = 0; j < L->n_w; j++) p[L->w_off + j] = std * ct_rng_normal(&r);
 }
 
+const char *const ct_init_names[] = {"he", "dirac", "uniform", NULL};
+
+/* PyTorch's default for Conv2d and Linear weights (kaiming_uniform_ with a = sqrt(5)):
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)); Dirac: then filter o < min(ic, oc) is zero but
+ * for a 1 at its centre tap (k/2, k/2) on input channel o, nn.init.dirac_'s identity */
+void ct_layer_init_weights(const ct_layer *L, int i, float *p, uint64_t seed) {
+    if (L->init == CT_INIT_HE) {
+        ct_layer_init_he(L, i, p, seed);
+        return;
+    }
+    size_t fan_in = L->n_w / (size_t)L->oc;
+    float bound = 1.0f / sqrtf((float)fan_in);
+    ct_rng r = ct_rng_make(seed, 0x1417, (uint64_t)i);
+    float *w = p + L->w_off;
+    for (size_t j = 0; j < L->n_w; j++) w[j] = bound * (2.0f * ct_rng_uniform(&r) - 1.0f);
+    if (L->init != CT_INIT_DIRAC) return;
+    int n = L->ic < L->oc ? L->ic : L->oc, k = L->k, centre = (k / 2) * k + k / 2;
+    for (int o = 0; o < n; o++) {
+        for (size_t j = 0; j < fan_in; j++) w[j * (size_t)L->oc + (size_t)o] = 0.0f;
+        w[((size_t)centre * L->ic + (size_t)o) * L->oc + (size_t)o] = 1.0f;
+    }
+}
+
 void ct_layer_decay_weights(const ct_layer *L, uint8_t *mask) { memset(mask + L->w_off, 1, L->n_w); }
 
 void ct_layer_gemm_forward(ct_model *m, const ct_layer *L, cl_mem x, int rows, int K, float beta, cl_mem y, int act) {
-    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.M = rows, .N = L->oc, .K = K, .alpha = 1.0f, .beta = beta, .A = x, .lda = K,
+    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.M = rows, .N = L->oc, .K = K, .alpha = L->scale, .beta = beta, .A = x, .lda = K,
                                           .B = m->params, .offB = L->w_off, .ldb = L->oc, .C = y, .ldc = L->oc,
-                                          .bias = m->params, .offBias = L->b_off, .act = act});
+                                          .bias = L->n_b ? m->params : NULL, .offBias = L->b_off, .act = act});
 }
 
 void ct_layer_gemm_dw(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int rows, int K) {
-    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.transA = 1, .M = K, .N = L->oc, .K = rows, .alpha = 1.0f, .beta = 1.0f, .A = x,
+    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.transA = 1, .M = K, .N = L->oc, .K = rows, .alpha = L->scale, .beta = 1.0f, .A = x,
                                           .lda = K, .B = dy, .ldb = L->oc, .C = m->grads, .offC = L->w_off, .ldc = L->oc});
 }
 
 void ct_layer_gemm_dx(ct_model *m, const ct_layer *L, cl_mem dy, int rows, int K, float beta, cl_mem dx) {
-    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.transB = 1, .M = rows, .N = K, .K = L->oc, .alpha = 1.0f, .beta = beta, .A = dy,
+    ct_gemm_run(&m->gemm, &(ct_gemm_desc){.transB = 1, .M = rows, .N = K, .K = L->oc, .alpha = L->scale, .beta = beta, .A = dy,
                                           .lda = L->oc, .B = m->params, .offB = L->w_off, .ldb = L->oc, .C = dx, .ldc = K});
 }
 
