@@ -2,12 +2,14 @@
 # import.sh: `cltrain import` of models built and exported by PyTorch
 # (tools/pytorch_onnx.py, Debian's python3-torch): a plain CNN, a CNN with
 # batch norm, the resnet20 twin and a CNN with GELU (as its Erf formula) and
-# global max pooling; `cltrain predict --logits` on 64 images
+# global max pooling, and the first two fed torchvision's Normalize (imported
+# with --mean/--std); `cltrain predict --logits` on 64 images
 # agrees with PyTorch's logits within 1e-4 relative. The resnet20 import is
 # fine-tuned (--init, --freeze) on CIFAR-format arrays, exported again, and
 # onnxruntime agrees with cltrain (tools/onnx_check.py, as tests/onnx.sh). A
 # model cltrain exported imports back with its preparation and gives the
-# same logits, also with GELU and [globalmaxpool]. Models cltrain cannot represent, and files that are not ONNX,
+# same logits, also with GELU and [globalmaxpool]; an import keeps [0, 1]
+# pixels on a set that standardises. Models cltrain cannot represent, and files that are not ONNX,
 # are refused with one line naming the node, exit 2, and no checkpoint.
 # Without torch (or the onnx venv) those parts are skipped, except under
 # CI=true. Prints TAP.
@@ -54,14 +56,31 @@ for kind in op dynamic opset stride; do
   refused "$kind" "$f" "$want"
 done
 
-for m in mnist-cnn cifar-cnn resnet20 gelu-cnn; do
-  if ! out=$("$bin" import "$tmp/$m.onnx" "$tmp/$m.ckpt" 2>&1); then notok "$m: import" "$out"; continue; fi
+for m in mnist-cnn cifar-cnn resnet20 gelu-cnn cifar-cnn-norm mnist-cnn-norm; do
+  norm=()
+  if [[ -f $tmp/$m.norm ]]; then read -r mean std <"$tmp/$m.norm"; norm=(--mean "$mean" --std "$std"); fi
+  if ! out=$("$bin" import "$tmp/$m.onnx" "$tmp/$m.ckpt" "${norm[@]}" 2>&1); then notok "$m: import ${norm[*]}" "$out"; continue; fi
   summary=$(tail -1 <<<"$out")
   if ! e=$("$bin" predict "$tmp/$m.ckpt" "$tmp/$m-img"/*.png --top 1 --logits "$tmp/$m.cl" 2>&1 >/dev/null); then
     notok "$m: predict" "$e"; continue
   fi
-  if d=$("$torchpy" "$po" compare "$tmp/$m.cl" "$tmp/$m.logits" 1e-4); then ok "$m: cltrain's logits agree with PyTorch's: $d (${summary#import: })"
+  if d=$("$torchpy" "$po" compare "$tmp/$m.cl" "$tmp/$m.logits" 1e-4); then ok "$m${norm:+ ${norm[*]}}: cltrain's logits agree with PyTorch's: $d (${summary#import: })"
   else notok "$m: logits agree with PyTorch's within 1e-4" "$d"; fi
+done
+# without --mean/--std the Normalize is missing: the logits move beyond the tolerance
+if "$bin" import "$tmp/cifar-cnn-norm.onnx" "$tmp/nonorm.ckpt" >/dev/null 2>&1 &&
+   "$bin" predict "$tmp/nonorm.ckpt" "$tmp/cifar-cnn-norm-img"/*.png --logits "$tmp/nonorm.cl" >/dev/null 2>&1 &&
+   ! d=$("$torchpy" "$po" compare "$tmp/nonorm.cl" "$tmp/cifar-cnn-norm.logits" 1e-4); then
+  ok "cifar-cnn-norm imported without --mean/--std ([0, 1] pixels): PyTorch's logits are missed ($d)"
+else notok "cifar-cnn-norm without --mean/--std must miss PyTorch's logits" "${d:-}"; fi
+# bad --mean/--std: one line naming the option, exit 2, nothing written
+for bad in "--mean 0.5,0.5,0.5:--mean without --std" "--mean 0.5,0.5 --std 0.2,0.2:2 values, but" \
+           "--mean 0.5,0.5,0.5 --std 0.2,0,0.2:value 2 (0) must be > 0" "--mean 0.5,x,0.5 --std 0.2,0.2,0.2:--mean 0.5,x,0.5: value 2 is not a number" \
+           "--mean 0.5,0.5,0.5 --std 0.2,0.2:--mean has 3 values, --std 2"; do
+  # shellcheck disable=SC2086
+  err=$("$bin" import "$tmp/cifar-cnn.onnx" "$tmp/refused.ckpt" ${bad%%:*} 2>&1); rc=$?
+  if [[ $rc -eq 2 && $err == *"${bad#*:}"* && $(wc -l <<<"$err") -eq 1 && ! -e $tmp/refused.ckpt ]]; then ok "import ${bad%%:*}: exit 2, ${err#cltrain: }"
+  else notok "import ${bad%%:*}: exit 2, one line with '${bad#*:}'" "rc $rc: $err"; fi
 done
 
 # fine-tuning: the resnet20 import trained on CIFAR-format images as NCHW uint8 arrays (x / 255, as ToTensor)
@@ -84,10 +103,11 @@ else notok "fine-tune the import" "$(tail -2 "$tmp/ft.out")" "${d:-}"; fi
 err=$("$bin" arrays "$tmp/c10.npz" --layout NCHW --init "$tmp/resnet20.ckpt" --resume "$tmp/ft.ckpt" --steps 1 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *"--init"*"--resume"* ]]; then ok "--init with --resume: exit 2, ${err#cltrain: }"; else notok "--init with --resume" "rc $rc: $err"; fi
 
+# an import records its preparation ([0, 1] pixels: mean 0, std 1), so a set that standardises feeds it [0, 1] pixels
 out=$("$bin" cifar10 --data "$tmp/g10" --init "$tmp/resnet20.ckpt" --steps 1 --batch-size 16 2>&1)
-if grep -q "^note: .*resnet20.ckpt was trained on pixels in \[0, 1\].*cifar10 standardises each image" <<<"$out"; then
-  ok "--init of an import on a set that standardises: $(grep '^note:' <<<"$out" | cut -c1-90)..."
-else notok "--init of an import on cifar10 says the inputs change" "$(head -3 <<<"$out")"; fi
+if grep -q "input prepared as the model says, (x / 255 - mean) / std per channel: mean=0,0,0 std=1,1,1" <<<"$out" && ! grep -q "^note:" <<<"$out"; then
+  ok "--init of an import on cifar10: $(grep 'input prepared' <<<"$out" | sed 's/^ *//')"
+else notok "--init of an import on cifar10 keeps its [0, 1] preparation" "$(grep -E 'note|input prep' <<<"$out" | head -3)"; fi
 
 if ! "$venv" -c "import onnx, onnxruntime, numpy" 2>/dev/null; then
   need "onnxruntime on the fine-tuned export" "onnx/onnxruntime not in $venv: run tools/setup-tensorboard.sh build/tbvenv"

@@ -337,6 +337,23 @@ static void test_net_normalisation(void **state) {
     assert_int_equal(m.prep.c, 3);
     ct_model_free(&m);
     unlink(path);
+    /* the keys written into a model's text (import): after [net]'s header, old ones replaced, c 0 removes them */
+    ct_prep p = {.c = 3, .mean = {0.5f, 0.25f, 0.125f}, .std = {1, 2, 0.3f}};
+    char *t = ct_model_cfg_set_prep(txt, &p);
+    assert_non_null(strstr(t, "[net]\nmean=0.5,0.25,0.125\nstd=1,2,0.3\nheight=8"));
+    assert_null(strstr(t, "mean=0.5,0.5,0.5"));
+    assert_int_equal(ct_model_parse(&m, t, "set.cfg"), 0);
+    assert_true(m.prep.c == 3 && m.prep.mean[2] == 0.125f && m.prep.std[2] == 0.3f);
+    ct_model_free(&m);
+    ct_prep none = {0};
+    char *u = ct_model_cfg_set_prep(t, &none);
+    assert_null(strstr(u, "mean"));
+    assert_null(strstr(u, "std"));
+    assert_int_equal(ct_model_parse(&m, u, "unset.cfg"), 0);
+    assert_int_equal(m.prep.c, 0);
+    ct_model_free(&m);
+    free(t);
+    free(u);
 }
 
 static void test_load_errors(void **state) {

@@ -10,7 +10,10 @@
       (opset 13, dynamic batch, batch norm kept as nodes) to OUT/NAME.onnx;
       64 test images as OUT/NAME-img/NN.png and
       PyTorch's logits for them (ToTensor: pixels / 255) as OUT/NAME.logits
-      (float32, 64 x 10).
+      (float32, 64 x 10). cifar-cnn-norm and mnist-cnn-norm are the same
+      networks fed torchvision's Normalize(mean, std) after ToTensor (their
+      logits so), the mean and std written to OUT/NAME.norm ("M1,M2,M3
+      S1,S2,S3") for `cltrain import --mean --std`.
   pytorch_onnx.py bad OUT.onnx KIND
       a model cltrain must refuse (KIND: op, dynamic, opset, stride); prints
       the file and what the refusal must say.
@@ -47,6 +50,17 @@ class GeluCnn(torch.nn.Module):
 
 
 MODELS = dict(MODELS, **{"gelu-cnn": GeluCnn})
+# models trained on torchvision's Normalize(mean, std) after ToTensor: the twin's network, and the
+# normalisation cltrain import takes as --mean/--std (written beside the logits as NAME.norm)
+NORMALIZED = {"cifar-cnn-norm": ("cifar-cnn", (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+              "mnist-cnn-norm": ("mnist-cnn", (0.1307,), (0.3081,))}
+
+
+def normalize(x, mean, std):
+    """torchvision.transforms.Normalize on a batch: (x - mean[c]) / std[c]"""
+    m = torch.tensor(mean, dtype=x.dtype).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=x.dtype).view(1, -1, 1, 1)
+    return (x - m) / s
 
 
 def images(shape, n, seed):
@@ -74,9 +88,10 @@ def write_png(path, img):
 
 def export(out, names):
     os.makedirs(out, exist_ok=True)
-    for name in names or MODELS:
+    for name in names or list(MODELS) + list(NORMALIZED):
         torch.manual_seed(1)
-        m = MODELS[name]()
+        net, mean, std = NORMALIZED.get(name, (name, None, None))
+        m = MODELS[net]()
         g = torch.Generator().manual_seed(2)
         for mod in m.modules():
             if isinstance(mod, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
@@ -88,6 +103,10 @@ def export(out, names):
         m.eval()
         x8 = images(m.shape, 64, 3)
         x = x8.float() / 255
+        if mean:
+            x = normalize(x, mean, std)
+            with open(f"{out}/{name}.norm", "w") as f:
+                f.write(",".join(map(str, mean)) + " " + ",".join(map(str, std)) + "\n")
         torch.onnx.export(m, x[:2], f"{out}/{name}.onnx", input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}}, opset_version=13,
                           training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)

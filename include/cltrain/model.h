@@ -161,6 +161,9 @@ const char *ct_model_builtins(void);
  * and classes and the last [dense] section's outputs are set to these, and
  * m->cfg holds the rewritten text (so checkpoints load without the data). */
 int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int classes);
+/* The .cfg text cfg with its [net] section's mean= and std= lines replaced
+ * by p's (p->c 0: removed), placed right after the [net] header; malloc'd. */
+char *ct_model_cfg_set_prep(const char *cfg, const ct_prep *p);
 /* Check the data shape fits the model's input: CT_EINPUT naming both shapes (or class counts), then advice. */
 int ct_model_check_input(const ct_model *m, int h, int w, int c, int n_classes, const char *data_name, const char *advice);
 /* Allocate every device buffer for batch size `batch` (nothing is allocated later). */

@@ -46,6 +46,7 @@ typedef struct ct_onnx_imported {
     char **class_names;      /* from cltrain export's metadata, or NULL */
     int n_names;
     char dataset[32];        /* cltrain export's data set (its input preparation), or "" */
+    ct_prep prep;            /* cltrain export's model normalisation (cltrain.mean, cltrain.std), or none */
     char model_name[256];    /* cltrain export's model name, or "" */
     char notes[512];         /* what was dropped, for the user */
 } ct_onnx_imported;

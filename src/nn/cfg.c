@@ -420,3 +420,32 @@ int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int
     free(out.p);
     return rc;
 }
+
+char *ct_model_cfg_set_prep(const char *cfg, const ct_prep *p) {
+    text_buf out = {0};
+    buf_add(&out, "", 0);
+    int in_net = 0;
+    for (const char *l = cfg; *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        const char *q = l;
+        while (*q == ' ' || *q == '\t') q++;
+        char key[32];
+        line_key(l, len, key, sizeof key);
+        if (*q == '[') in_net = !strncmp(q, "[net]", 5);
+        if (!(in_net && (!strcmp(key, "mean") || !strcmp(key, "std")))) {
+            buf_add(&out, l, len);
+            buf_add(&out, "\n", 1);
+        }
+        if (*q == '[' && in_net && p->c) { /* the keys first in [net], after its header */
+            char d[2 * CT_PREP_MAX * 20 + 16];
+            ct_prep_describe(p, d, sizeof d);
+            char *sp = strchr(d, ' ');
+            *sp = '\n';
+            buf_add(&out, d, strlen(d));
+            buf_add(&out, "\n", 1);
+        }
+        l = e ? e + 1 : l + len;
+    }
+    return out.p;
+}
