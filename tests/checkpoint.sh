@@ -55,6 +55,17 @@ check "lookahead: the weights differ from a run without it" bash -c "! cmp -s '$
 err=$("${la[@]}" --epochs 6 --resume "$tmp/la1.ckpt" --lookahead 0 2>&1); rc=$?
 if [[ $rc -eq 2 && $err == *"lookahead average"* ]]; then ok "resume with --lookahead 0 over a kept average is refused"; else notok "resume --lookahead 0" "exit $rc: $err"; fi
 
+# --drop-last: 200 images at batch 64 make 3 whole batches per epoch; the copy at step 4 resumed without
+# the option (the checkpoint fixes it) is bit-identical; --drop-last over a run without it is refused
+dl=("$bin" fashion-mnist --model mlp --limit-train 200 --limit-test 100 --batch-size 64 --quiet)
+"${dl[@]}" --drop-last --epochs 3 --checkpoint "$tmp/dl1.ckpt" --checkpoint-every 4 --keep 10
+"${dl[@]}" --epochs 3 --resume "$tmp/dl1.ckpt.4" --checkpoint "$tmp/dl2.ckpt"
+check "--drop-last: resumed from step 4 without the option: bit-identical" cmp -s "$tmp/dl1.ckpt" "$tmp/dl2.ckpt"
+check "--drop-last: 3 steps per epoch (copies at steps 3, 6, 9, no 12th step)" test -s "$tmp/dl1.ckpt.3" -a -s "$tmp/dl1.ckpt.9" -a ! -e "$tmp/dl1.ckpt.12"
+"${dl[@]}" --epochs 1 --checkpoint "$tmp/dl0.ckpt"
+err=$("${dl[@]}" --epochs 2 --drop-last --resume "$tmp/dl0.ckpt" 2>&1); rc=$?
+if [[ $rc -eq 2 && $err == *"--drop-last: "*"trained with every batch"* ]]; then ok "--drop-last over a checkpoint without it is refused"; else notok "--drop-last on resume" "exit $rc: $err"; fi
+
 # every optimizer: the resumed run gets no optimizer flags, the checkpoint carries them
 for opt in sgd adamw nesterov; do
   o=(--optimizer $opt --weight-decay 1e-3 --momentum 0.8 --lr 0.02)

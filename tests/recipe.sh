@@ -42,14 +42,15 @@ weight_decay=0.001
 schedule=triangle
 label_smoothing=0.2
 lookahead=0.9
+drop_last=1
 epochs=5' "$layers" >"$tmp/r.cfg"
-fm=("$bin" fashion-mnist --limit-train 256 --limit-test 100 --producers 0)
+fm=("$bin" fashion-mnist --limit-train 250 --limit-test 100 --producers 0)
 recipe_line() { grep '^recipe: ' "$1"; }
 
 # 1. taken: the effective recipe and where it came from are printed
 "${fm[@]}" --model "$tmp/r.cfg" --epochs 1 >"$tmp/r.out" 2>&1; rc=$?
 want='recipe: 1 epoch, nesterov lr 0.05 momentum 0.8 weight decay 0.001, triangle schedule, label smoothing 0.2, lookahead 0.9'
-if [[ $rc -eq 0 && $(recipe_line "$tmp/r.out") == "$want"* ]] && grep -q "^training on 256 images, batch 32, 8 steps per epoch" "$tmp/r.out" &&
+if [[ $rc -eq 0 && $(recipe_line "$tmp/r.out") == "$want"* ]] && grep -q "^training on 250 images, batch 32, 7 steps per epoch" "$tmp/r.out" &&
    grep -q "^training defaults from $tmp/r.cfg's \[net\]: batch-size 32, optimizer nesterov, lr 0.05, momentum 0.8" "$tmp/r.out"; then
   ok "the [net] training defaults are taken and printed"
 else notok "the [net] training defaults are taken and printed" "exit $rc" "$(grep -E '^recipe|^training' "$tmp/r.out")"; fi
@@ -59,7 +60,7 @@ else notok "the [net] training defaults are taken and printed" "exit $rc" "$(gre
 # and accuracy, per class, and the training loss every 2 steps)
 "${fm[@]}" --model "$tmp/r.cfg" --progress-every 2 >"$tmp/r2.out" 2>&1
 "${fm[@]}" --model "$tmp/plain.cfg" --batch-size 32 --optimizer nesterov --lr 0.05 --momentum 0.8 --weight-decay 0.001 \
-  --schedule triangle --label-smoothing 0.2 --lookahead 0.9 --epochs 5 --progress-every 2 >"$tmp/plain.out" 2>&1
+  --schedule triangle --label-smoothing 0.2 --lookahead 0.9 --drop-last --epochs 5 --progress-every 2 >"$tmp/plain.out" 2>&1
 figures() { grep -E "^epoch [0-9]+: test|^  |^epoch [0-9]+ step" "$1" | sed 's/ [0-9]* img\/s.*//'; }
 if [[ $(figures "$tmp/r2.out" | wc -l) -gt 20 ]] && diff <(figures "$tmp/r2.out") <(figures "$tmp/plain.out") >/dev/null; then
   ok "the .cfg's defaults train what the same options train (every figure printed)"
@@ -96,5 +97,6 @@ bad "lookahead=-1 in [net]: refused" "lookahead=-1" "bad.cfg:6: training default
 bad "schedule=fast in [net]: refused" "schedule=fast" "bad.cfg:6: training default schedule=fast .*constant, step, cosine or triangle"
 bad "a key twice: refused" "$(printf 'lr=1\nlr=2')" "bad.cfg:7: \[net\] lr= given twice \(first on line 6\)"
 bad "an empty value: refused" "lr=" "bad.cfg:6: \[net\] lr= needs a value"
+bad "drop_last=yes: refused" "drop_last=yes" "bad.cfg:6: training default drop_last=yes .*takes 1 \(on\) or 0 \(off\)"
 bad "an unknown [net] key: refused" "learning_rate=1" "bad.cfg:6: .*\[net\] takes no key 'learning_rate'"
 echo "1..$n"

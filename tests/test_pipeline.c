@@ -21,12 +21,14 @@ static int fake_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *r
     return 0;
 }
 
-static void check_order(int producers, int prefetch, int n, int batch, int epochs) {
+static void check_order_drop(int producers, int prefetch, int n, int batch, int epochs, int drop_last) {
     fake_ctx fc = {3, 5, -1};
     ct_source src = {.n = n, .h = 3, .w = 5, .c = 1, .n_classes = 7, .ctx = &fc, .load = fake_load};
-    int spe = (n + batch - 1) / batch;
+    int spe = drop_last ? n / batch : (n + batch - 1) / batch;
+    assert_int_equal(ct_steps_per_epoch(n, batch, drop_last), spe);
     ct_pipeline_opts o = {.producers = producers, .prefetch = prefetch, .batch = batch, .seed = 42, .n = n,
-                          .first_batch = 0, .total_batches = (int64_t)spe * epochs};
+                          .first_batch = 0, .total_batches = (int64_t)spe * epochs, .drop_last = drop_last};
+    int *perm = malloc(sizeof(int) * (size_t)n);
     ct_pipeline p;
     assert_int_equal(ct_pipeline_start(&p, &src, &o, NULL), 0);
     float *want = malloc(sizeof(float) * 15 * batch);
@@ -37,7 +39,14 @@ static void check_order(int producers, int prefetch, int n, int batch, int epoch
     while ((rc = ct_pipeline_next(&p, &s)) == CT_OK) {
         int B;
         assert_int_equal(s->seq, g);
-        assert_int_equal(ct_batch_fill(&src, 42, n, batch, g, NULL, want, wl, &B), 0);
+        if (drop_last) {
+            /* every batch whole, taken from the epoch's order over all n samples */
+            assert_int_equal(ct_batch_fill_part(&src, 42, n, batch, 0, 1, g, NULL, want, wl, &B, 1), 0);
+            assert_int_equal(B, batch);
+            ct_epoch_order(perm, n, 42, (int)(g / spe));
+            for (int j = 0; j < B; j++) assert_int_equal(wl[j], perm[(g % spe) * batch + j] % 7);
+        } else
+            assert_int_equal(ct_batch_fill(&src, 42, n, batch, g, NULL, want, wl, &B), 0);
         assert_int_equal(s->B, B);
         assert_memory_equal(s->images, want, sizeof(float) * 15 * B);
         assert_memory_equal(s->labels, wl, sizeof(int32_t) * B);
@@ -48,14 +57,21 @@ static void check_order(int producers, int prefetch, int n, int batch, int epoch
     assert_int_equal(g, o.total_batches);
     ct_pipeline_stats st;
     ct_pipeline_stats_get(&p, &st);
-    assert_int_equal(st.images, (long)n * epochs);
+    assert_int_equal(st.images, drop_last ? (long)spe * batch * epochs : (long)n * epochs);
     ct_pipeline_stop(&p);
+    free(perm);
     free(want);
     free(wl);
 }
 
+static void check_order(int producers, int prefetch, int n, int batch, int epochs) {
+    check_order_drop(producers, prefetch, n, batch, epochs, 0);
+}
+
 static void test_order_any_producer_count(void **state) {
     (void)state;
+    check_order_drop(3, 0, 103, 10, 3, 1);  /* --drop-last: 10 whole batches per epoch */
+    check_order_drop(2, 0, 100, 10, 2, 1);  /* nothing to drop */
     for (int pr = 1; pr <= 8; pr *= 2) check_order(pr, 0, 103, 10, 3);
     check_order(3, 2, 103, 10, 2);  /* fewer slots asked than 2 per producer: rounded up */
     check_order(5, 40, 64, 64, 2);  /* one batch per epoch, more producers than batches in flight */

@@ -17,7 +17,7 @@
  * next batch, batch, samples per epoch, ranks, optimizer kind, step, state
  * count and hyper-parameters, parameter count, .cfg length, class-name count,
  * model name, data-set kind, path, held-out share and classes; then the
- * lookahead's rate and whether its average is stored), the .cfg text, each
+ * lookahead's rate, whether its average is stored, and --drop-last), the .cfg text, each
  * class name as u32 length + bytes, the parameters, the state buffers, the
  * lookahead's average (when stored), the CRC. Version 3 is the same without
  * the lookahead fields and the average; versions 1 and 2 (the data set as one
@@ -50,6 +50,7 @@ typedef struct ct_ckpt {
     int32_t ranks;             /* data-parallel ranks (the global batch is batch x ranks) */
     float lookahead;           /* the lookahead's rate (cltrain/lookahead.h), 0: off */
     float *average;            /* its average, n_params floats, or NULL (off, or not started yet) */
+    int32_t drop_last;         /* 1: each epoch's last partial batch left out (--drop-last) */
     int n_names;               /* class names (images folders), 0 when the data set names them itself */
     char **class_names;
 } ct_ckpt;

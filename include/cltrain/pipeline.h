@@ -37,6 +37,7 @@ typedef struct ct_pipeline_opts {
     int64_t first_batch;   /* the first global batch to make (0, or later when resuming) */
     int64_t total_batches; /* across all epochs: batches first_batch .. total_batches-1 are made */
     int part, parts;       /* data-parallel: make slice `part` of `parts` of each global batch (0, 1 when alone) */
+    int drop_last;         /* each epoch's last partial global batch is left out (ct_steps_per_epoch) */
 } ct_pipeline_opts;
 
 typedef struct ct_pipeline_stats {
@@ -64,6 +65,10 @@ typedef struct ct_pipeline {
     ct_cl *cl;
 } ct_pipeline;
 
+/* Steps in an epoch of n samples at global batch gb: ceil(n / gb), or with
+ * drop_last floor(n / gb) (the last partial batch left out; its samples are
+ * other ones in each epoch's order). */
+static inline int64_t ct_steps_per_epoch(int n, int64_t gb, int drop_last) { return drop_last ? n / gb : (n + gb - 1) / gb; }
 /* Deterministic order of epoch e: a permutation of 0..n-1 from (seed, epoch). */
 void ct_epoch_order(int *perm, int n, uint64_t seed, int epoch);
 /* Fill one batch (global number seq) exactly as a producer does. perm is the
@@ -79,9 +84,9 @@ int ct_batch_fill(const ct_source *src, uint64_t seed, int n, int batch, int64_t
 /* The samples part `part` of `parts` takes from global batch seq: their
  * count (0 when the epoch's last global batch ends before this part), and
  * in *first (may be NULL) the position of the first one in the epoch's order. */
-int ct_batch_part(int n, int batch, int part, int parts, int64_t seq, int64_t *first);
+int ct_batch_part(int n, int batch, int part, int parts, int64_t seq, int64_t *first, int drop_last);
 int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, int part, int parts, int64_t seq,
-                       const int *perm, float *images, int32_t *labels, int *B_out);
+                       const int *perm, float *images, int32_t *labels, int *B_out, int drop_last);
 int ct_pipeline_start(ct_pipeline *p, const ct_source *src, const ct_pipeline_opts *o, ct_cl *cl);
 /* The next batch in order. CT_OK, CT_RING_CLOSED when every batch has been
  * delivered, or the first producer's error (message in ct_last_error). */

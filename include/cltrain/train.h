@@ -55,10 +55,11 @@ typedef struct ct_train_opts {
     int tta;               /* --tta none|flip: test-time augmentation at evaluation */
     float lookahead;       /* --lookahead RATE: the weights' moving average (cltrain/lookahead.h); 0: off */
     int lookahead_set;     /* --lookahead was given (else a resumed run takes the checkpoint's) */
+    int drop_last;         /* --drop-last: each epoch's last partial batch is left out */
     const char *recipe_note; /* printed at the start: the model's training defaults taken and those overridden */
 } ct_train_opts;
 
-enum { CT_GIVEN_SEED = 1, CT_GIVEN_BATCH = 2, CT_GIVEN_LIMIT_TRAIN = 4, CT_GIVEN_OPTIMIZER = 8 };
+enum { CT_GIVEN_SEED = 1, CT_GIVEN_BATCH = 2, CT_GIVEN_LIMIT_TRAIN = 4, CT_GIVEN_OPTIMIZER = 8, CT_GIVEN_DROP_LAST = 16 };
 /* triangle: linear from 0.2 lr at step 0 to lr at the peak (--warmup N, else 23% of the steps), then
  * linear to 0.07 lr at the last step (airbench94's). */
 enum { CT_SCHED_CONSTANT, CT_SCHED_STEP, CT_SCHED_COSINE, CT_SCHED_TRIANGLE };

@@ -45,7 +45,7 @@ enum { O_MODEL = 256, O_EPOCHS, O_BATCH, O_LR, O_OPT, O_MOM, O_WD, O_SEED, O_EVA
        O_LTRAIN, O_LTEST, O_QUIET, O_PROD, O_PREFETCH, O_RESIDENT, O_IOLAT, O_CKPT, O_CKPT_EVERY, O_KEEP, O_RESUME,
        O_ONNAN, O_SCHED, O_WARMUP, O_CONFPNG, O_LOGDIR, O_AUGMENT, O_LABELS, O_PROGRESS, O_BUCKET, O_SIZE, O_CHANNELS, O_VALSPLIT, O_STRICT, O_TOP,
        O_SMOOTH, O_TTA, O_CUTOUT, O_TRANSLATE, O_FLIP, O_COMMTO, O_CONV, O_CURVES, O_BUDGET, O_TFR_IMAGE, O_TFR_LABEL,
-       O_TFR_SHAPE, O_TRAIN, O_TEST, O_XKEY, O_YKEY, O_LAYOUT, O_INIT, O_FREEZE, O_LOOKAHEAD };
+       O_TFR_SHAPE, O_TRAIN, O_TEST, O_XKEY, O_YKEY, O_LAYOUT, O_INIT, O_FREEZE, O_LOOKAHEAD, O_DROPLAST };
 
 /* Which commands take an option (CLI_*), and for a training command what
  * its data set must take (CT_DS_*, 0: any). The option table is the only
@@ -103,6 +103,7 @@ static const opt_def opt_table[] = {
      "learning-rate schedule; triangle: 0.2 lr -> lr at --warmup (else 23%) -> 0.07 lr [constant]"},
     {"warmup", 1, O_WARMUP, T, 0, "N", "the rate rises linearly over the first N steps [0]"},
     {"label-smoothing", 1, O_SMOOTH, T, 0, "E", "train on targets (1-E)*onehot + E/classes, 0 <= E < 1 [0]"},
+    {"drop-last", 0, O_DROPLAST, T, 0, NULL, "leave out each epoch's last partial batch (its images are others each epoch)"},
     {"lookahead", 1, O_LOOKAHEAD, T, 0, "RATE",
      "a moving average of the weights from the 4th epoch: every 5 steps it moves\n"
      "towards them by 1 - RATE^5 (step/steps)^3 and they to it; evaluation and the\n"
@@ -363,7 +364,7 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
     long l;
     double d;
     o->given |= c == O_SEED ? CT_GIVEN_SEED : c == O_BATCH ? CT_GIVEN_BATCH : c == O_LTRAIN ? CT_GIVEN_LIMIT_TRAIN
-              : c == O_OPT ? CT_GIVEN_OPTIMIZER : 0u;
+              : c == O_OPT ? CT_GIVEN_OPTIMIZER : c == O_DROPLAST ? CT_GIVEN_DROP_LAST : 0u;
     switch (c) {
     case O_MODEL: o->model = arg; o->model_set = 1; break;
     case O_LR: if (!(rc = cli_parse_num("lr", arg, 0, 1e9, &d))) { o->optim.lr = (float)d; o->lr_set = 1; } break;
@@ -384,6 +385,7 @@ static int train_opt(int c, const char *arg, ct_train_opts *o) {
         else if (!(rc = cli_parse_int("producers", arg, 0, 256, &l))) o->producers = (int)l;
         break;
     case O_RESIDENT: o->resident = 1; break;
+    case O_DROPLAST: o->drop_last = 1; break;
     case O_CKPT: o->checkpoint = arg; break;
     case O_RESUME: o->resume = arg; break;
     case O_INIT: o->init = arg; break;

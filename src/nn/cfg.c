@@ -26,7 +26,7 @@ enum { NET_MEAN = 4, NET_STD = 5 }; /* their places in net_keys (CT_HAS) */
 
 const char *const ct_recipe_keys[] = {"epochs", "batch", "batch_size", "optimizer", "lr", "momentum", "weight_decay",
                                       "schedule", "warmup", "label_smoothing", "lookahead", "tta", "augment", "translate",
-                                      "flip", "cutout", NULL};
+                                      "flip", "cutout", "drop_last", NULL};
 
 /* a [net] line "key = value" whose key is a training default: kept in m->recipe; 0 when the key is not one */
 static int recipe_line(ct_model *m, const char *file, const char *p, size_t len, int line, int *rc) {

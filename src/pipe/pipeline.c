@@ -33,19 +33,19 @@ static void sleep_us(long us) {
     while (nanosleep(&ts, &ts)) {}
 }
 
-int ct_batch_part(int n, int batch, int part, int parts, int64_t seq, int64_t *first) {
+int ct_batch_part(int n, int batch, int part, int parts, int64_t seq, int64_t *first, int drop_last) {
     int64_t gb = (int64_t)batch * parts; /* the global batch */
-    int64_t spe = (n + gb - 1) / gb;
+    int64_t spe = ct_steps_per_epoch(n, gb, drop_last);
     int64_t at = (seq % spe) * gb + (int64_t)part * batch, left = n - at;
     if (first) *first = at;
     return left <= 0 ? 0 : left < batch ? (int)left : batch;
 }
 
 int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, int part, int parts, int64_t seq,
-                       const int *perm, float *images, int32_t *labels, int *B_out) {
+                       const int *perm, float *images, int32_t *labels, int *B_out, int drop_last) {
     int64_t gb = (int64_t)batch * parts, first;
-    int epoch = (int)(seq / ((n + gb - 1) / gb));
-    int B = ct_batch_part(n, batch, part, parts, seq, &first);
+    int epoch = (int)(seq / ct_steps_per_epoch(n, gb, drop_last));
+    int B = ct_batch_part(n, batch, part, parts, seq, &first, drop_last);
     int *own = NULL;
     if (!perm && B) {
         own = ct_xmalloc(sizeof(int) * (size_t)n);
@@ -71,7 +71,7 @@ int ct_batch_fill_part(const ct_source *src, uint64_t seed, int n, int batch, in
 
 int ct_batch_fill(const ct_source *src, uint64_t seed, int n, int batch, int64_t seq, const int *perm,
                   float *images, int32_t *labels, int *B_out) {
-    return ct_batch_fill_part(src, seed, n, batch, 0, 1, seq, perm, images, labels, B_out);
+    return ct_batch_fill_part(src, seed, n, batch, 0, 1, seq, perm, images, labels, B_out, 0);
 }
 
 typedef struct { ct_pipeline *p; int id; } worker_arg;
@@ -109,7 +109,7 @@ static void *producer_main(void *arg) {
             perm_epoch = epoch;
         }
         int rc = ct_batch_fill_part(&p->src, p->o.seed, p->o.n, p->o.batch, p->o.part, p->o.parts, g, perm, s->images,
-                                    s->labels, &s->B);
+                                    s->labels, &s->B, p->o.drop_last);
         atomic_fetch_add_explicit(&p->busy_ns, (int64_t)((ct_now() - t0) * 1e9), memory_order_relaxed);
         if (rc) {
             record_error(p, rc);
@@ -134,7 +134,7 @@ int ct_pipeline_start(ct_pipeline *p, const ct_source *src, const ct_pipeline_op
     if (per < 2) per = 2;
     p->n_slots = per * N;
     if (p->o.parts < 1) { p->o.parts = 1; p->o.part = 0; }
-    p->steps_per_epoch = (int)((o->n + (int64_t)o->batch * p->o.parts - 1) / ((int64_t)o->batch * p->o.parts));
+    p->steps_per_epoch = (int)ct_steps_per_epoch(o->n, (int64_t)o->batch * p->o.parts, o->drop_last);
     p->next_seq = o->first_batch;
     p->slots = ct_xcalloc((size_t)p->n_slots, sizeof *p->slots);
     p->window = ct_xcalloc((size_t)p->n_slots, sizeof *p->window);

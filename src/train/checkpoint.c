@@ -48,6 +48,8 @@ typedef struct hdr_v3 {
     /* version 4 */
     float lookahead;
     uint32_t n_avg;            /* 0 or 1: the lookahead's average follows the state buffers */
+    int32_t drop_last;         /* 1: each epoch's last partial batch was left out (it fixes the data order) */
+    uint32_t pad2;
 } hdr_v3;
 /* a version 3 header is the same without the version 4 fields */
 #define HDR_V3_SIZE offsetof(hdr_v3, lookahead)
@@ -80,7 +82,7 @@ static void put_body(wbuf *w, const ct_ckpt *st) {
                  .n_state = st->n_state, .lr = st->lr, .momentum = st->momentum, .wd = st->wd,
                  .data_classes = st->data.classes, .data_split = st->data.split, .n_params = st->n_params,
                  .cfg_len = (uint32_t)strlen(st->cfg), .n_names = (uint32_t)st->n_names, .lookahead = st->lookahead,
-                 .n_avg = st->average != NULL};
+                 .n_avg = st->average != NULL, .drop_last = st->drop_last};
     for (int i = 0; i < st->n_names; i++) h.names_bytes += 4 + (uint32_t)strlen(st->class_names[i]);
     snprintf(h.model_name, sizeof h.model_name, "%s", st->model_name);
     snprintf(h.data_kind, sizeof h.data_kind, "%s", st->data.kind);
@@ -235,7 +237,7 @@ static int parse_v3(ct_ckpt *st, rbuf *r, uint32_t version, const char *path) {
     h.model_name[sizeof h.model_name - 1] = h.data_kind[sizeof h.data_kind - 1] = h.data_path[sizeof h.data_path - 1] = 0;
     *st = (ct_ckpt){.seed = h.seed, .next_batch = h.next_batch, .batch = h.batch, .n_train = h.n_train, .ranks = h.ranks,
                     .opt_kind = h.opt_kind, .opt_step = h.opt_step, .lr = h.lr, .momentum = h.momentum, .wd = h.wd,
-                    .hp_saved = 1, .n_params = h.n_params, .lookahead = h.lookahead,
+                    .hp_saved = 1, .n_params = h.n_params, .lookahead = h.lookahead, .drop_last = h.drop_last,
                     .data = {.split = h.data_split, .classes = h.data_classes}};
     memcpy(st->model_name, h.model_name, sizeof st->model_name);
     memcpy(st->data.kind, h.data_kind, sizeof st->data.kind);
@@ -305,6 +307,7 @@ static int validate(const ct_ckpt *st, const char *path) {
                           isfinite(st->wd) && st->wd >= 0 && st->wd <= 10))
         return ct_fail(CT_EINPUT, "%s: checkpoint hyper-parameters out of range (lr %g, momentum %g, weight decay %g); the file is "
                        "damaged or not written by cltrain", path, st->lr, st->momentum, st->wd);
+    if (st->drop_last != 0 && st->drop_last != 1) return bad_field(path, "drop last", st->drop_last, "0 or 1");
     if (!(st->lookahead >= 0 && st->lookahead <= 1)) /* NaN too */
         return ct_fail(CT_EINPUT, "%s: checkpoint field lookahead is %g, expected 0..1; the file is damaged or not written by "
                        "cltrain", path, st->lookahead);

@@ -24,7 +24,7 @@ static int ds_load(void *ctx, int index, float *dst, int32_t *label, ct_rng *rng
 int ct_feed_open(ct_feed *f, const ct_train_opts *o, const ct_dataset *train, int n, long spe, int64_t total, ct_model *m,
                  ct_cl *cl) {
     size_t sz = (size_t)train->h * train->w * train->c;
-    *f = (ct_feed){.m = m, .cl = cl, .train = train, .n = n, .batch = o->batch, .spe = (int)spe, .seed = o->seed,
+    *f = (ct_feed){.m = m, .cl = cl, .train = train, .n = n, .batch = o->batch, .spe = (int)spe, .seed = o->seed, .drop_last = o->drop_last,
                    .scale = o->scale, .shift = o->shift, .total = total, .perm_epoch = -1};
     f->ctx = (ct_ds_ctx){train, o->scale, o->shift};
     f->src = (ct_source){.n = train->n, .h = train->h, .w = train->w, .c = train->c, .n_classes = train->n_classes,
@@ -75,7 +75,7 @@ static void epoch_order(ct_feed *f, int64_t g) {
 static int next_sync(ct_feed *f, int64_t g, int64_t k, ct_train_result *res, int *B, double t0, double *wait) {
     epoch_order(f, g);
     int rc = ct_batch_fill_part(&f->src, f->seed, f->n, f->batch, ct_world.rank, ct_world.size, g, f->perm, f->host_img,
-                                f->host_lab, B);
+                                f->host_lab, B, f->drop_last);
     if (rc) return rc;
     double tf = ct_now() - t0;
     size_t sz = (size_t)f->src.h * f->src.w * f->src.c;
@@ -91,7 +91,7 @@ static int next_pipe(ct_feed *f, int64_t g, int *B, double t0, double *wait) {
         /* start the producers from batch g (with auto, batches 0 and 1 were made here, and timed) */
         ct_pipeline_opts po = {.producers = f->producers, .prefetch = f->prefetch ? f->prefetch : (2 * f->producers > 4 ? 2 * f->producers : 4),
                                .batch = f->batch, .seed = f->seed, .n = f->n, .first_batch = g, .total_batches = f->total,
-                               .part = ct_world.rank, .parts = ct_world.size};
+                               .part = ct_world.rank, .parts = ct_world.size, .drop_last = f->drop_last};
         int rc = ct_pipeline_start(&f->pipe, &f->src, &po, f->cl);
         if (rc) return rc;
         rc = ct_pipeline_next(&f->pipe, &f->cur);
@@ -123,7 +123,7 @@ int ct_feed_next_batch(ct_feed *f, int64_t g, int64_t k, ct_train_result *res, i
     if (f->mode == CT_FEED_SYNC || warmup) return next_sync(f, g, k, res, B, t0, wait);
     if (f->mode == CT_FEED_PIPE) return next_pipe(f, g, B, t0, wait);
     epoch_order(f, g);
-    *B = ct_batch_part(f->n, f->batch, ct_world.rank, ct_world.size, g, &f->first);
+    *B = ct_batch_part(f->n, f->batch, ct_world.rank, ct_world.size, g, &f->first, f->drop_last);
     if (*B) {
         CL_CHECK(clEnqueueWriteBuffer(f->cl->queue, f->dev_idx, CL_FALSE, 0, sizeof(int) * *B, f->perm + f->first, 0, NULL, NULL));
         ct_model_gather(f->m, f->dev_data, f->dev_lab, f->dev_idx, *B, f->scale, f->shift);

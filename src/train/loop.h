@@ -43,7 +43,7 @@ typedef struct ct_feed {
     ct_model *m;
     ct_cl *cl;
     const ct_dataset *train;
-    int n, batch, prefetch, spe;
+    int n, batch, prefetch, spe, drop_last;
     uint64_t seed;
     float scale, shift;
     int64_t total;

@@ -70,6 +70,9 @@ static int check_options(const ct_train_opts *o, const ct_ckpt *ck, const ct_dat
         snprintf(then, sizeof then, "%d samples per epoch", ck->n_train);
         return fixed(o, "limit-train", now, then, "it fixes the data order and the steps done");
     }
+    if ((o->given & CT_GIVEN_DROP_LAST) && !ck->drop_last)
+        return ct_fail(CT_EINPUT, "--drop-last: %s was trained with every batch of each epoch, and a resumed run keeps that (it "
+                       "fixes the data order and the steps done); drop --drop-last or start afresh without --resume", o->resume);
     if ((o->given & CT_GIVEN_OPTIMIZER) && o->optim.kind != ck->opt_kind) {
         snprintf(then, sizeof then, "--optimizer %s", ct_optim_types[ck->opt_kind]->name);
         return fixed(o, "optimizer", ct_optim_types[o->optim.kind]->name, then, "its state is that optimizer's");

@@ -8,7 +8,7 @@
 int ct_train_save(ct_loop *loop, int64_t next) {
     const ct_train_opts *o = &loop->o;
     ct_model *m = &loop->m;
-    ct_ckpt st = {.cfg = m->cfg, .lookahead = o->lookahead, .average = loop->la.have ? loop->buf.average : NULL, .seed = o->seed, .next_batch = next, .batch = o->batch, .n_train = loop->n,
+    ct_ckpt st = {.cfg = m->cfg, .lookahead = o->lookahead, .drop_last = o->drop_last, .average = loop->la.have ? loop->buf.average : NULL, .seed = o->seed, .next_batch = next, .batch = o->batch, .n_train = loop->n,
                   .opt_kind = o->optim.kind, .opt_step = m->step, .lr = o->optim.lr, .momentum = o->optim.momentum,
                   .wd = o->optim.wd, .n_params = m->n_params, .params = loop->buf.params, .n_state = loop->opt.type->n_state,
                   .ranks = ct_world.size, .n_names = o->class_names ? m->n_classes : 0, .class_names = o->class_names,

@@ -11,7 +11,7 @@ static void device_step(ct_loop *loop, ct_step_info *si) {
     ct_model *m = &loop->m;
     ct_model_zero_grad(m);
     /* data-parallel: the loss is the global batch's mean, so summed gradients are its gradient */
-    m->loss_batch = loop->dist ? ct_batch_part(loop->n, (int)loop->GB, 0, 1, si->g, NULL) : 0;
+    m->loss_batch = loop->dist ? ct_batch_part(loop->n, (int)loop->GB, 0, 1, si->g, NULL, loop->o.drop_last) : 0;
     if (si->B) {
         ct_model_forward(m, si->B);
         ct_model_loss(m, si->B);

@@ -58,6 +58,7 @@ static int open_resumed(ct_loop *loop) {
     o->seed = ck->seed;
     o->batch = ck->batch;
     o->limit_train = ck->n_train;
+    o->drop_last = ck->drop_last;
     ct_dist_note_checkpoint(o->resume, ck->next_batch);
     /* the optimizer goes on as it was; a flag given now overrides its setting */
     o->optim.kind = ck->opt_kind;
@@ -173,7 +174,10 @@ static int plan(ct_loop *loop) {
     const ct_train_opts *o = &loop->o;
     loop->n = o->limit_train > 0 && o->limit_train < loop->train->n ? o->limit_train : loop->train->n;
     loop->GB = (int64_t)o->batch * loop->R; /* the global batch: R slices of o->batch */
-    loop->spe = (long)((loop->n + loop->GB - 1) / loop->GB);
+    loop->spe = (long)ct_steps_per_epoch(loop->n, loop->GB, o->drop_last);
+    if (loop->spe < 1)
+        return ct_fail(CT_EINPUT, "--drop-last: %d training samples make no whole batch of %lld; use a smaller --batch-size",
+                       loop->n, (long long)loop->GB);
     loop->total = (int64_t)loop->spe * o->epochs;
     if (o->max_steps && o->max_steps < loop->total) loop->total = o->max_steps;
     if (loop->g0 >= loop->total)
