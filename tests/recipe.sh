@@ -85,6 +85,15 @@ if [[ $rc -eq 0 && $(recipe_line "$tmp/s.out") == "recipe: 2 epochs, nesterov lr
   ok "a resumed run keeps its checkpoint's lr over the .cfg's"
 else notok "a resumed run keeps its checkpoint's lr" "exit $rc" "$(grep -E '^recipe|^training def|cltrain' "$tmp/s.out")"; fi
 
+# 6. a data set's options from the .cfg (augment=, flip=: kept as text by the options) reach the data set
+"$build/tools/make-cifar" "$tmp/cf" --train 64 --test 20 --seed 1 >/dev/null
+printf '%s\n' '[net]' height=32 width=32 channels=3 classes=10 augment=basic translate=2 flip=alternate tta=flip \
+  '[conv]' filters=4 size=3 '[globalmaxpool]' '[dense]' outputs=10 '[softmax]' >"$tmp/c.cfg"
+"$bin" cifar10 --data "$tmp/cf" --model "$tmp/c.cfg" --steps 1 --batch-size 16 --producers 0 >"$tmp/c.out" 2>&1; rc=$?
+if [[ $rc -eq 0 ]] && grep -q "augmentation basic, reflect translation by up to 2, alternating flips" "$tmp/c.out" &&
+   grep -q "test-time augmentation flip$" "$tmp/c.out"; then ok "augment=, translate=, flip=, tta= in [net] reach the CIFAR set"
+else notok "augment=, translate=, flip=, tta= reach the CIFAR set" "exit $rc" "$(head -3 "$tmp/c.out")"; fi
+
 # 6. bad values: one line naming the file, line and key, exit 2
 bad() { # NAME LINE PATTERN
   printf '%s\n%s\n%s\n' "$net" "$2" "$layers" >"$tmp/bad.cfg"

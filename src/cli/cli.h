@@ -30,6 +30,7 @@ typedef struct cli_opts {
     char spec[CT_ARRAYS_SPEC]; /* arrays: the spec string built from the files and those (the data path) */
     unsigned char seen[128];   /* options given on the command line, by id (cli/opts.c) */
     char recipe_note[768];     /* what cli_apply_recipe took from the model's [net] and what it did not */
+    char recipe_vals[CT_MAX_RECIPE][48]; /* the values it took: options keep pointers to their text */
     /* the model that bench and tune set up, when it is not --model as written (0 and NULL: it is):
      * a checkpoint's definition (--resume, --init), or --model fitted to an opened data set's shape */
     const char *model_cfg, *model_cfg_name;

@@ -561,8 +561,11 @@ int cli_apply_recipe(cli_opts *co) {
                 rc = ct_fail(CT_EINPUT, "--%s takes 1 (on) or 0 (off) as a training default, not '%s'", name, e->value);
             else if (!strcmp(e->value, "1") && (rc = train_opt(d->id, NULL, o)) == 1)
                 rc = data_opt(d->id, NULL, co);
-        } else if ((rc = train_opt(d->id, e->value, o)) == 1)
-            rc = data_opt(d->id, e->value, co);
+        } else {
+            char *v = co->recipe_vals[i]; /* outlives m: --augment and --flip keep the text */
+            snprintf(v, sizeof co->recipe_vals[i], "%s", e->value);
+            if ((rc = train_opt(d->id, v, o)) == 1) rc = data_opt(d->id, v, co);
+        }
         o->lr_set = lr_set, o->momentum_set = mom_set, o->wd_set = wd_set, o->lookahead_set = la_set, o->given = given;
         lr_taken |= d->id == O_LR;
         if (!rc) note_add(took, sizeof took, item);
