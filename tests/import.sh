@@ -8,8 +8,9 @@
 # fine-tuned (--init, --freeze) on CIFAR-format arrays, exported again, and
 # onnxruntime agrees with cltrain (tools/onnx_check.py, as tests/onnx.sh). A
 # model cltrain exported imports back with its preparation and gives the
-# same logits, also with GELU and [globalmaxpool]; an import keeps [0, 1]
-# pixels on a set that standardises. Models cltrain cannot represent, and files that are not ONNX,
+# same logits, also with GELU and [globalmaxpool], and with its own mean= and
+# std= (read back from the metadata, checked against the graph); an import
+# keeps [0, 1] pixels on a set that standardises. Models cltrain cannot represent, and files that are not ONNX,
 # are refused with one line naming the node, exit 2, and no checkpoint.
 # Without torch (or the onnx venv) those parts are skipped, except under
 # CI=true. Prints TAP.
@@ -146,4 +147,28 @@ if "$bin" arrays "$tmp/c10.npz" --layout NCHW --model "$here/tests/fixtures/gelu
    d=$("$torchpy" "$po" compare "$tmp/ggback.lg" "$tmp/gg.lg" 1e-6); then
   ok "cltrain export -> import with GELU, a residual and [globalmaxpool]: the same logits ($d)"
 else notok "export -> import round trip with GELU and globalmaxpool" "${out:-}" "${d:-}"; fi
+# a model with its own mean= and std= round-trips them: export writes them, import reads them back (no --mean/--std)
+awk '{ print } /^\[net\]/ { print "mean=0.4914,0.4822,0.4465"; print "std=0.2470,0.2435,0.2616" }' "$here/models/resnet20.cfg" >"$tmp/rn-norm.cfg"
+if "$bin" cifar10 --data "$tmp/g10" --model "$tmp/rn-norm.cfg" --steps 2 --batch-size 16 --quiet --checkpoint "$tmp/rn.ckpt" >/dev/null 2>&1 &&
+   "$bin" export "$tmp/rn.ckpt" "$tmp/rn.onnx" >/dev/null 2>&1 && out=$("$bin" import "$tmp/rn.onnx" "$tmp/rnback.ckpt" 2>&1) &&
+   grep -q "input prepared as the model says.*mean=0.4914,0.4822,0.4465 std=0.247,0.2435,0.2616" <<<"$out" &&
+   "$bin" predict "$tmp/rn.ckpt" "$tmp/resnet20-img"/*.png --logits "$tmp/rn.lg" >/dev/null 2>&1 &&
+   "$bin" predict "$tmp/rnback.ckpt" "$tmp/resnet20-img"/*.png --logits "$tmp/rnback.lg" >/dev/null 2>&1 &&
+   d=$("$torchpy" "$po" compare "$tmp/rnback.lg" "$tmp/rn.lg" 1e-6); then
+  ok "cltrain export -> import of a model with mean= and std=: the keys come back, the same logits ($d)"
+else notok "export -> import round trip of mean= and std=" "${out:-}" "${d:-}"; fi
+# metadata that the graph does not bear out is refused, not trusted
+"$venv" - "$tmp/rn.onnx" "$tmp/rn-tampered.onnx" <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+for p in m.metadata_props:
+    if p.key == "cltrain.mean":
+        p.value = "0.5,0.4822,0.4465"
+onnx.save(m, sys.argv[2])
+PY
+refused "cltrain.mean metadata the graph does not apply" "$tmp/rn-tampered.onnx" "node 1 of the graph is not its Sub of cltrain.mean"
+err=$("$bin" import "$tmp/rn.onnx" "$tmp/refused.ckpt" --mean 0.5,0.5,0.5 --std 0.2,0.2,0.2 2>&1); rc=$?
+if [[ $rc -eq 2 && $err == *"rn.onnx: cltrain's export"*"leave out --mean and --std"* && ! -e $tmp/refused.ckpt ]]; then
+  ok "--mean/--std on cltrain's export: exit 2, ${err#cltrain: }"
+else notok "--mean/--std on cltrain's export refused" "rc $rc: $err"; fi
 echo "1..$n"

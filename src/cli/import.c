@@ -77,7 +77,7 @@ static int choose_prep(const char *in, const ct_onnx_imported *r, int in_c, cons
             return ct_fail(CT_EINPUT, "%s: cltrain's export, whose metadata gives its input preparation (%s); leave out --mean and --std",
                            in, r->prep.c ? "its model's mean and std" : r->dataset);
         *p = r->prep;
-        *what = r->prep.c ? "the input preparation of cltrain's export (its model's mean and std)" : NULL;
+        *what = NULL; /* the importer's note says which */
         return 0;
     }
     if (given->c && given->c != in_c)

@@ -1020,6 +1020,39 @@ void ct_onnx_imported_free(ct_onnx_imported *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* cltrain export's Div by 255, Sub of its mean and Div by its std per channel ([1, C, 1, 1] constants): the
+ * model's [net] mean= and std=, from the metadata (cltrain.mean, cltrain.std) and checked against the graph's
+ * constants; *first: the node after them */
+static int own_normalisation(ct_onnx_imp *im, int c, ct_prep *p, int *first) {
+    const char *key[2] = {"cltrain.mean", "cltrain.std"}, *why;
+    float *v[2] = {p->mean, p->std};
+    int n;
+    for (int j = 0; j < 2; j++) {
+        const char *s = meta(im, key[j]);
+        if (!s) return ct_fail(CT_EINPUT, "%s: metadata has %s but no %s; export the checkpoint again", im->path, key[1 - j], key[j]);
+        if (ct_prep_parse_list(s, j, v[j], &n, &why))
+            return ct_fail(CT_EINPUT, "%s: metadata %s '%.40s': %s; export the checkpoint again", im->path, key[j], s, why);
+        if (n != c)
+            return ct_fail(CT_EINPUT, "%s: metadata %s has %d values for an input of %d channels; export the checkpoint again",
+                           im->path, key[j], n, c);
+    }
+    p->c = c;
+    static const char *const ops[3] = {"Div", "Sub", "Div"};
+    for (int k = 0; k < 3; k++) {
+        const ct_onnx_node *nd = k < im->n_nodes ? &im->nodes[k] : NULL;
+        const ct_onnx_tensor *t = nd && nd->n_in == 2 && nd->n_out >= 1 && nd->out[0] ? ct_onnx_const_in(im, nd, 1) : NULL;
+        int same = t && !strcmp(nd->op, ops[k]) && (k ? t->n == c : t->n == 1) && t->f;
+        for (int i = 0; same && i < (k ? c : 1); i++) same = t->f[i] == (k ? v[k - 1][i] : 255.0f);
+        if (!same)
+            return ct_fail(CT_EINPUT, "%s: its metadata gives cltrain's input normalisation (%s), but node %d of the graph is not "
+                           "its %s; export the checkpoint again", im->path, meta(im, "cltrain.input"), k,
+                           k == 0 ? "Div by 255" : k == 1 ? "Sub of cltrain.mean" : "Div by cltrain.std");
+    }
+    *first = 3;
+    ct_onnx_note(im, "the input preparation of cltrain's export (x / 255, then its model's mean and std) is the model's");
+    return 0;
+}
+
 int ct_onnx_import(const uint8_t *buf, size_t len, const char *path, ct_onnx_imported *out) {
     memset(out, 0, sizeof *out);
     imp *im = ct_xcalloc(1, sizeof *im);
@@ -1048,10 +1081,17 @@ int ct_onnx_import(const uint8_t *buf, size_t len, const char *path, ct_onnx_imp
         im->last = (act){.layer = -1, .rank = 4, .c = (int)in->dims[1], .h = (int)in->dims[2], .w = (int)in->dims[3], .step = 1};
         ct_onnx_set_act(im, in->name, im->last);
     }
-    /* cltrain's own export: pixels / 255 (and per-image standardisation) lead the graph; the data set prepares them */
+    /* cltrain's own export: pixels / 255 (and the model's normalisation or per-image standardisation) lead the
+     * graph; the model's [net] keys or the data set prepare them */
     int first = 0;
     const char *prep = meta(im, "cltrain.input"), *ds = meta(im, "cltrain.dataset");
-    if (!rc && prep && im->n_nodes && !strcmp(im->nodes[0].op, "Div")) {
+    if (!rc && prep && (meta(im, "cltrain.mean") || meta(im, "cltrain.std"))) {
+        rc = own_normalisation(im, (int)in->dims[1], &out->prep, &first);
+        if (!rc) {
+            ct_onnx_set_act(im, im->nodes[first - 1].out[0], im->last);
+            snprintf(out->dataset, sizeof out->dataset, "%s", ds ? ds : "");
+        }
+    } else if (!rc && prep && im->n_nodes && !strcmp(im->nodes[0].op, "Div")) {
         int std = strstr(prep, "standardis") != NULL;
         first = 1;
         if (std)
