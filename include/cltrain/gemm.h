@@ -1,12 +1,15 @@
 /* gemm.h: the matrix product every conv and dense layer runs on.
  * C = alpha * op(A) * op(B) + beta * C (+ bias[n]) (ReLU), row-major, float.
  * Paths: our kernels (default) and CLBlast's SGEMM as the reference path.
- * Ours come in two variants, each specialised by -D parameters:
+ * Ours come in three variants, each specialised by -D parameters:
  *   CT_GEMM_REG    kernels/gemm.cl: a register tile per work-item, no local
  *                  memory (shaped for CPUs); parameters TM, NV
  *   CT_GEMM_LOCAL  kernels/gemm_local.cl: local-memory tiles, double-buffered
  *                  across K, micro-tile per work-item (shaped for GPUs);
  *                  parameters TSM, TSN, TSK, WPTM, WPTN, VW
+ *   CT_GEMM_IMG    kernels/gemm_img.cl: a scalar register tile per
+ *                  work-item, A and B read through image views of their
+ *                  buffers (shaped for llvmpipe); parameters TM, TN
  * plus a split-K chunk. The shipped choice per device class is the table in
  * src/nn/gemm_defaults.c; CLTRAIN_GEMM overrides it; a tuning database
  * written by `cltrain tune` (or --gemm auto) chooses per shape.
@@ -16,11 +19,11 @@
 #include "cltrain/cl.h"
 
 enum { CT_GEMM_NATIVE = 0, CT_GEMM_CLBLAST = 1, CT_GEMM_AUTO = 2 };
-enum { CT_GEMM_REG = 0, CT_GEMM_LOCAL = 1 };
+enum { CT_GEMM_REG = 0, CT_GEMM_LOCAL = 1, CT_GEMM_IMG = 2 };
 enum { CT_GEMM_MAX_PROGS = 24, CT_GEMM_MAX_SHAPES = 256 };
 
-/* One kernel variant and its parameters. p[] is {TM, NV} for CT_GEMM_REG and
- * {TSM, TSN, TSK, WPTM, WPTN, VW} for CT_GEMM_LOCAL; kchunk is the split-K
+/* One kernel variant and its parameters. p[] is {TM, NV} for CT_GEMM_REG,
+ * {TSM, TSN, TSK, WPTM, WPTN, VW} for CT_GEMM_LOCAL and {TM, TN} for CT_GEMM_IMG; kchunk is the split-K
  * chunk, a launch argument (not a build option). */
 typedef struct ct_gemm_cfg { int variant; int p[6]; int kchunk; } ct_gemm_cfg;
 
@@ -43,6 +46,10 @@ typedef struct ct_gemm_default {
      * for more of them (mnist-cnn's dense layer, cifar-cnn's 128-channel
      * Winograd products) */
     int wide_nv;
+    /* > 0: the row matches only devices whose native float vector width is
+     * at most this (1: implementations that vectorise across work-items and
+     * scalarise each work-item's own vectors and buffer loads, llvmpipe) */
+    int max_vec;
 } ct_gemm_default;
 extern const ct_gemm_default ct_gemm_defaults[];
 /* What `cltrain tune` tries (every entry is tested on PoCL), and its split-K chunks. */
@@ -77,6 +84,8 @@ typedef struct ct_gemm {
     int mode;                         /* CT_GEMM_NATIVE, _CLBLAST or _AUTO */
     cl_mem work;                      /* split-K partials and transposed B; grows on demand (init time only) */
     size_t work_bytes;
+    cl_mem view_buf[8], view_img[8];  /* image views of buffers for gemm_img.cl, kept until freed (see image_view) */
+    int n_views;
     ct_gemm_choice choices[CT_GEMM_MAX_SHAPES]; /* per shape, from the database, the tuner or --gemm auto */
     int n_choices;
     int use_choices;                  /* 0: the default for every shape (for comparisons) */

@@ -23,7 +23,7 @@ enum { GEMM_CPU_CACHE = 1 << 20 };
 /* the C tile one work-item (reg) or one work-group (local) computes */
 static void tile_dims(const ct_gemm_cfg *c, int *tm, int *tn) {
     if (c->variant == CT_GEMM_REG) { *tm = c->p[0]; *tn = 16 * c->p[1]; }
-    else { *tm = c->p[0]; *tn = c->p[1]; }
+    else { *tm = c->p[0]; *tn = c->p[1]; } /* local: the work-group's tile; img: the work-item's */
 }
 
 int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *c, int transA, int M, int N, int K) {
@@ -37,7 +37,7 @@ int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *c, int transA, int M, in
      * a dense layer's forward, 128x128x9216 at 66 GFLOP/s unsplit and 237
      * split (bench kernels, mnist-cnn; 2048->256: 146 -> 218). */
     if (K < 4 * c->kchunk) return 1;
-    long busy = c->variant == CT_GEMM_REG ? 8L * g->cl->compute_units : 2L * g->cl->compute_units;
+    long busy = c->variant != CT_GEMM_LOCAL ? 8L * g->cl->compute_units : 2L * g->cl->compute_units;
     int b_spills = g->cl->is_cpu && c->variant == CT_GEMM_REG && (size_t)K * N * sizeof(float) > GEMM_CPU_CACHE;
     if (!transA && tiles >= busy && !b_spills) return 1;
     int s = (K + c->kchunk - 1) / c->kchunk;
@@ -82,8 +82,11 @@ static size_t work_need(const ct_gemm *g, int prog, int kchunk, int count, int t
     return need;
 }
 
+static void drop_views(ct_gemm *g);
+
 static int reserve_bytes(ct_gemm *g, size_t need) {
     if (need <= g->work_bytes) return 0;
+    drop_views(g); /* one may hold the old workspace */
     ct_cl_release(&g->work);
     g->work_bytes = 0;
     int rc = ct_cl_alloc(g->cl, &g->work, need, "gemm workspace");
@@ -116,7 +119,7 @@ int ct_gemm_reserve_batched(ct_gemm *g, int count, int transA, int transB, int M
     return reserve_bytes(g, need > need_def ? need : need_def);
 }
 
-/* CLTRAIN_GEMM="TM,NV,KCHUNK" or "local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK" */
+/* CLTRAIN_GEMM="TM,NV,KCHUNK", "local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK" or "img,TM,TN,KCHUNK" */
 static int parse_env(const char *env, ct_gemm_cfg *c) {
     int v[8];
     char tail;
@@ -125,12 +128,16 @@ static int parse_env(const char *env, ct_gemm_cfg *c) {
         c->variant = CT_GEMM_LOCAL;
         memcpy(c->p, v, 6 * sizeof(int));
         c->kchunk = v[6];
+    } else if (!strncmp(env, "img,", 4) && sscanf(env + 4, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) == 3) {
+        c->variant = CT_GEMM_IMG;
+        c->p[0] = v[0]; c->p[1] = v[1];
+        c->kchunk = v[2];
     } else if (sscanf(env, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) == 3) {
         c->variant = CT_GEMM_REG;
         c->p[0] = v[0]; c->p[1] = v[1];
         c->kchunk = v[2];
     } else {
-        return ct_fail(CT_EINPUT, "CLTRAIN_GEMM='%s': expected TM,NV,KCHUNK such as 6,2,512 or local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK such as local,64,64,16,4,4,4,128", env);
+        return ct_fail(CT_EINPUT, "CLTRAIN_GEMM='%s': expected TM,NV,KCHUNK such as 6,2,512, local,TSM,TSN,TSK,WPTM,WPTN,VW,KCHUNK such as local,64,64,16,4,4,4,128, or img,TM,TN,KCHUNK such as img,4,4,512", env);
     }
     if (ct_gemm_cfg_check(c)) {
         char why[512];
@@ -152,6 +159,7 @@ static const ct_gemm_default *table_row(const ct_cl *cl) {
         if (d->type && !(t & d->type)) continue;
         if (d->vendor && !strstr(vendor, d->vendor) && !strstr(cl->platform_name, d->vendor)) continue;
         if (cl->float_width < d->min_vec) continue;
+        if (d->max_vec > 0 && cl->float_width > d->max_vec) continue;
         return d;
     }
     return d - 1; /* the last row is the fallback */
@@ -230,6 +238,7 @@ void ct_gemm_free(ct_gemm *g) {
     if (g->k_reduce) clReleaseKernel(g->k_reduce);
     if (g->k_reduce16) clReleaseKernel(g->k_reduce16);
     if (g->k_transpose) clReleaseKernel(g->k_transpose);
+    drop_views(g);
     ct_cl_release(&g->work);
     memset(g, 0, sizeof *g);
 }
@@ -266,6 +275,45 @@ static void launch_reg(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int
         size_t lws[3] = {16, tiles_n >= 4 ? 4 : 1, 1};
         ct_cl_run(g->cl, k, "gemm", 3, gws, lws);
     }
+}
+
+/* launch the image kernel: one work-item per TM x TN tile; the implementation picks the groups */
+static void launch_img(ct_gemm *g, cl_kernel k, const ct_gemm_cfg *c, int M, int N, int S, int count) {
+    size_t gws[3] = {(size_t)((M + c->p[0] - 1) / c->p[0]), (size_t)((N + c->p[1] - 1) / c->p[1]), (size_t)S * count};
+    ct_cl_run(g->cl, k, "gemm_img", 3, gws, NULL);
+}
+
+/* Drop every image view (after the queue drains: a queued launch may still read one). */
+static void drop_views(ct_gemm *g) {
+    if (g->n_views) clFinish(g->cl->queue);
+    for (int i = 0; i < g->n_views; i++) clReleaseMemObject(g->view_img[i]);
+    g->n_views = 0;
+}
+
+/* A view of all of buf as a one-channel float image (texel i = float i) for gemm_img.cl; NULL when the
+ * device cannot make one (buffer over CL_DEVICE_IMAGE_MAX_BUFFER_SIZE texels). Views are made once per
+ * buffer and kept (a view holds its buffer, so a kept buffer's handle is never reused); releasing a view
+ * right after the launch that reads it gave wrong products on PoCL 3.1 (tests/test_gemm.c, batched split-K). */
+static cl_mem image_view(ct_gemm *g, cl_mem buf) {
+    for (int i = 0; i < g->n_views; i++)
+        if (g->view_buf[i] == buf) return g->view_img[i];
+    size_t bytes = 0, max_texels = 0;
+    if (clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof bytes, &bytes, NULL) != CL_SUCCESS) return NULL;
+    clGetDeviceInfo(g->cl->device, CL_DEVICE_IMAGE_MAX_BUFFER_SIZE, sizeof max_texels, &max_texels, NULL);
+    if (bytes / sizeof(float) > max_texels || bytes < sizeof(float)) return NULL;
+    cl_image_format f = {CL_R, CL_FLOAT};
+    cl_image_desc d;
+    memset(&d, 0, sizeof d);
+    d.image_type = CL_MEM_OBJECT_IMAGE1D_BUFFER;
+    d.image_width = bytes / sizeof(float);
+    d.buffer = buf;
+    cl_int e;
+    cl_mem img = clCreateImage(g->cl->ctx, CL_MEM_READ_ONLY, &f, &d, NULL, &e);
+    if (e != CL_SUCCESS) return NULL;
+    if (g->n_views == (int)(sizeof g->view_img / sizeof *g->view_img)) drop_views(g);
+    g->view_buf[g->n_views] = buf;
+    g->view_img[g->n_views++] = img;
+    return img;
 }
 
 /* launch the local-memory kernel: one work-group per TSM x TSN tile */
@@ -321,10 +369,29 @@ static void native_run(ct_gemm *g, int prog, int kchunk, int count, size_t sA, s
     float a1 = S > 1 ? 1.0f : alpha, b1 = S > 1 ? 0.0f : beta;
     cl_mem bias1 = S > 1 ? NULL : bias;
     int act1 = S > 1 ? 0 : act;
-    ct_kargs(gp->k, M, N, K, a1, A, (int)offA, lda, transA, B, (int)offB, ldb, b1, out, offOut,
-               ldOut, bias1, (int)offBias, act1, kc, S, (int)sA, (int)sB, (int)sOut);
-    if (c.variant == CT_GEMM_REG) launch_reg(g, gp->k, &c, M, N, S, count);
-    else launch_local(g, gp->k, &c, M, N, S, count);
+    cl_mem imgA = NULL, imgB = NULL;
+    if (c.variant == CT_GEMM_IMG) {
+        imgA = image_view(g, A);
+        imgB = imgA ? image_view(g, B) : NULL;
+        if (imgB) imgA = image_view(g, A); /* again: B's view may have dropped the views, A's with them */
+        if (!imgA || !imgB) { /* a buffer too large for an image view: the register kernel (built at init) */
+            imgA = NULL;
+            gp = &g->progs[0];
+            c.variant = gp->cfg.variant;
+            memcpy(c.p, gp->cfg.p, sizeof c.p);
+        }
+    }
+    if (imgA) { /* gemm_img.cl adds no bias and no activation: gemm_reduce does, in place */
+        ct_kargs(gp->k, M, N, K, a1, imgA, (int)offA, lda, transA, imgB, (int)offB, ldb, b1, out, offOut,
+                 ldOut, (cl_mem)NULL, 0, 0, kc, S, (int)sA, (int)sB, (int)sOut);
+        launch_img(g, gp->k, &c, M, N, S, count);
+        if (S == 1 && (bias1 || act1)) run_reduce_n(g, count, M, N, 1, 1.0f, C, offC, ldc, 0.0f, C, offC, ldc, sC, bias, offBias, act);
+    } else {
+        ct_kargs(gp->k, M, N, K, a1, A, (int)offA, lda, transA, B, (int)offB, ldb, b1, out, offOut,
+                 ldOut, bias1, (int)offBias, act1, kc, S, (int)sA, (int)sB, (int)sOut);
+        if (c.variant == CT_GEMM_REG) launch_reg(g, gp->k, &c, M, N, S, count);
+        else launch_local(g, gp->k, &c, M, N, S, count);
+    }
     if (S > 1) run_reduce_n(g, count, M, N, S, alpha, g->work, 0, N, beta, C, offC, ldc, sC, bias, offBias, act);
 }
 

@@ -57,7 +57,7 @@ int ct_gemm_choose(ct_gemm *g, int transA, int transB, int M, int N, int K, int 
 static const char DB_MAGIC[] = "cltrain gemm tuning database 1";
 
 /* the choices depend on these kernels: GEMM, and im2col and Winograd for the conv lines */
-static const char *const DB_SOURCES[] = {"prelude.cl", "gemm.cl", "gemm_local.cl", "conv.cl", "winograd.cl",
+static const char *const DB_SOURCES[] = {"prelude.cl", "gemm.cl", "gemm_local.cl", "gemm_img.cl", "conv.cl", "winograd.cl",
                                          "conv_direct.cl"};
 
 static const char *const TILE_NAMES[] = {"im2col", "direct", "wino2", NULL, "wino4"};
@@ -85,12 +85,13 @@ int ct_gemm_db_save(const ct_gemm *g, const char *path) {
             (unsigned long long)sources_hash());
     /* the device's measured speed: the default device among several CPUs is the fastest (src/cl/cl.c) */
     if (g->speed_gflops > 0) fprintf(f, "speed %.2f\n", g->speed_gflops);
-    fprintf(f, "# shape OP M N K native reg TM NV KCHUNK | native local TSM TSN TSK WPTM WPTN VW KCHUNK | clblast\n");
+    fprintf(f, "# shape OP M N K native reg TM NV KCHUNK | native local TSM TSN TSK WPTM WPTN VW KCHUNK | native img TM TN KCHUNK | clblast\n");
     for (int i = 0; i < g->n_choices; i++) {
         const ct_gemm_choice *c = &g->choices[i];
         fprintf(f, "shape %s %d %d %d ", trans_str(c->transA, c->transB), c->M, c->N, c->K);
         if (c->path == CT_GEMM_CLBLAST) fprintf(f, "clblast\n");
         else if (c->cfg.variant == CT_GEMM_REG) fprintf(f, "native reg %d %d %d\n", c->cfg.p[0], c->cfg.p[1], c->cfg.kchunk);
+        else if (c->cfg.variant == CT_GEMM_IMG) fprintf(f, "native img %d %d %d\n", c->cfg.p[0], c->cfg.p[1], c->cfg.kchunk);
         else fprintf(f, "native local %d %d %d %d %d %d %d\n", c->cfg.p[0], c->cfg.p[1], c->cfg.p[2], c->cfg.p[3], c->cfg.p[4],
                      c->cfg.p[5], c->cfg.kchunk);
     }
@@ -120,7 +121,7 @@ static int header_line(const char *path, const char *line, const char *key, cons
     return 0;
 }
 
-/* "shape OP M N K native reg ... | native local ... | clblast" into *c; 0 or -1 */
+/* "shape OP M N K native reg ... | native local ... | native img ... | clblast" into *c; 0 or -1 */
 static int parse_shape(const char *line, ct_gemm_choice *c) {
     char op[4], path[16], var[16];
     int v[7], n = 0;
@@ -137,6 +138,8 @@ static int parse_shape(const char *line, ct_gemm_choice *c) {
     c->path = CT_GEMM_NATIVE;
     if (sscanf(rest, "reg %d %d %d %c", &v[0], &v[1], &v[2], &tail) == 3) {
         c->cfg = (ct_gemm_cfg){CT_GEMM_REG, {v[0], v[1], 0, 0, 0, 0}, v[2]};
+    } else if (sscanf(rest, "img %d %d %d %c", &v[0], &v[1], &v[2], &tail) == 3) {
+        c->cfg = (ct_gemm_cfg){CT_GEMM_IMG, {v[0], v[1], 0, 0, 0, 0}, v[2]};
     } else if (sscanf(rest, "local %d %d %d %d %d %d %d %c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &tail) == 7) {
         c->cfg = (ct_gemm_cfg){CT_GEMM_LOCAL, {v[0], v[1], v[2], v[3], v[4], v[5]}, v[6]};
     } else {

@@ -10,6 +10,7 @@
 
 #define REG(tm, nv, kc) {CT_GEMM_REG, {tm, nv, 0, 0, 0, 0}, kc}
 #define LOCAL(tsm, tsn, tsk, wptm, wptn, vw, kc) {CT_GEMM_LOCAL, {tsm, tsn, tsk, wptm, wptn, vw}, kc}
+#define IMG(tm, tn, kc) {CT_GEMM_IMG, {tm, tn, 0, 0, 0, 0}, kc}
 
 /* The register kernel keeps TM x NV float16 accumulators in registers: TM*NV
  * zmm registers with AVX-512 (32 of them), twice as many ymm halves with AVX2
@@ -18,15 +19,20 @@
  * the broadcast A), checked in PoCL's generated code. */
 const ct_gemm_default ct_gemm_defaults[] = {
     /* class       device type          vendor contains    min vector  variant and parameters, narrow TM, wide NV   where the figure comes from */
-    {"cpu-avx512", CL_DEVICE_TYPE_CPU, NULL,                     16, REG(6, 2, 512), 6, 4},            /* PoCL, 2 cores, Intel Xeon (Skylake): bench kernels; narrow: cltrain tune on resnet20 (N=16 shapes 2-2.4x); wide (N >= 64): mnist-cnn's dense layer forward 1.78 -> 1.06 ms, bench train mnist-cnn 1.05-1.08x, cifar-cnn 1.02-1.03x */
-    {"cpu",        CL_DEVICE_TYPE_CPU, NULL,                     0,  REG(6, 1, 512), 0, 0},               /* PoCL, 2 cores, AMD EPYC (AVX2): cltrain tune, BENCHMARKS.md */
-    {"nvidia",     CL_DEVICE_TYPE_GPU, "NVIDIA",                 0,  LOCAL(64, 64, 16, 4, 4, 4, 128), 0, 0}, /* estimate (16x16 work-items, 4x4 each); H200: split 128 beat 512 */
-    {"amd",        CL_DEVICE_TYPE_GPU, "Advanced Micro Devices", 0,  LOCAL(64, 64, 16, 4, 4, 4, 128), 0, 0}, /* estimate, not measured */
-    {"amd",        CL_DEVICE_TYPE_GPU, "AMD",                    0,  LOCAL(64, 64, 16, 4, 4, 4, 128), 0, 0}, /* estimate, not measured */
-    {"intel",      CL_DEVICE_TYPE_GPU, "Intel",                  0,  LOCAL(32, 32, 16, 4, 4, 4, 128), 0, 0}, /* estimate: smaller work-groups */
-    {"gpu",        CL_DEVICE_TYPE_GPU, NULL,                     0,  LOCAL(32, 32, 16, 4, 4, 4, 128), 0, 0}, /* any other GPU (and class gpu on a CPU): 64 work-items, 4 KiB of local memory, the smallest demands */
-    {"fallback",   0,                  NULL,                     0,  REG(4, 1, 128), 0, 0},               /* reached by no class; gemm.cl's build parameters when the default is local, and the default when a local one does not fit */
-    {NULL, 0, NULL, 0, REG(0, 0, 0), 0, 0},
+    /* A CPU device with native float vector width 1 vectorises across work-items and turns every buffer
+     * load of a work-item into a per-lane loop (Mesa's llvmpipe under rusticl); its image reads are vector
+     * gathers. rusticl 22.3, llvmpipe, 2 cores: 256^3 at 6.9 GFLOP/s against 0.55 for a 4x4 buffer tile
+     * and 0.38 for gemm.cl's shape (BENCHMARKS.md, "rusticl: why it was slow") */
+    {"cpu-scalar", CL_DEVICE_TYPE_CPU, NULL,                     0,  IMG(4, 4, 512), 0, 0, 1},
+    {"cpu-avx512", CL_DEVICE_TYPE_CPU, NULL,                     16, REG(6, 2, 512), 6, 4, 0},            /* PoCL, 2 cores, Intel Xeon (Skylake): bench kernels; narrow: cltrain tune on resnet20 (N=16 shapes 2-2.4x); wide (N >= 64): mnist-cnn's dense layer forward 1.78 -> 1.06 ms, bench train mnist-cnn 1.05-1.08x, cifar-cnn 1.02-1.03x */
+    {"cpu",        CL_DEVICE_TYPE_CPU, NULL,                     0,  REG(6, 1, 512), 0, 0, 0},               /* PoCL, 2 cores, AMD EPYC (AVX2): cltrain tune, BENCHMARKS.md */
+    {"nvidia",     CL_DEVICE_TYPE_GPU, "NVIDIA",                 0,  LOCAL(64, 64, 16, 4, 4, 4, 128), 0, 0, 0}, /* estimate (16x16 work-items, 4x4 each); H200: split 128 beat 512 */
+    {"amd",        CL_DEVICE_TYPE_GPU, "Advanced Micro Devices", 0,  LOCAL(64, 64, 16, 4, 4, 4, 128), 0, 0, 0}, /* estimate, not measured */
+    {"amd",        CL_DEVICE_TYPE_GPU, "AMD",                    0,  LOCAL(64, 64, 16, 4, 4, 4, 128), 0, 0, 0}, /* estimate, not measured */
+    {"intel",      CL_DEVICE_TYPE_GPU, "Intel",                  0,  LOCAL(32, 32, 16, 4, 4, 4, 128), 0, 0, 0}, /* estimate: smaller work-groups */
+    {"gpu",        CL_DEVICE_TYPE_GPU, NULL,                     0,  LOCAL(32, 32, 16, 4, 4, 4, 128), 0, 0, 0}, /* any other GPU (and class gpu on a CPU): 64 work-items, 4 KiB of local memory, the smallest demands */
+    {"fallback",   0,                  NULL,                     0,  REG(4, 1, 128), 0, 0, 0},               /* reached by no class; gemm.cl's build parameters when the default is local, and the default when a local one does not fit */
+    {NULL, 0, NULL, 0, REG(0, 0, 0), 0, 0, 0},
 };
 
 /* The search space of `cltrain tune`. Split-K chunks are tried separately
@@ -43,6 +49,7 @@ const ct_gemm_cfg ct_gemm_candidates[] = {
     LOCAL(64, 64, 8, 8, 8, 2, 128),    /* 64 work-items, 8x8 micro-tile */
     LOCAL(32, 64, 32, 4, 8, 8, 128),   /* 64 work-items, 8-wide loads */
     LOCAL(32, 32, 16, 4, 8, 4, 128),   /* 32 work-items: what rusticl on llvmpipe allows a kernel (CL_KERNEL_WORK_GROUP_SIZE) */
+    IMG(4, 4, 512),                    /* A and B through image views: llvmpipe's vector gathers (4x8 and 8x4 spill there) */
 };
 const int ct_gemm_n_candidates = (int)(sizeof ct_gemm_candidates / sizeof *ct_gemm_candidates);
 const int ct_gemm_kchunks[] = {128, 256, 512, 1024};

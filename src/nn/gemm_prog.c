@@ -13,7 +13,11 @@ int ct_gemm_cfg_check(const ct_gemm_cfg *c) {
         if (p[0] < 1 || p[0] > 16 || p[1] < 1 || p[1] > 4) return ct_fail(CT_EINPUT, "register GEMM TM=%d NV=%d: expected TM 1..16, NV 1..4", p[0], p[1]);
         return 0;
     }
-    if (c->variant != CT_GEMM_LOCAL) return ct_fail(CT_EINPUT, "GEMM variant %d: expected reg or local", c->variant);
+    if (c->variant == CT_GEMM_IMG) {
+        if (p[0] < 1 || p[0] > 8 || p[1] < 1 || p[1] > 8) return ct_fail(CT_EINPUT, "image GEMM TM=%d TN=%d: expected TM 1..8, TN 1..8", p[0], p[1]);
+        return 0;
+    }
+    if (c->variant != CT_GEMM_LOCAL) return ct_fail(CT_EINPUT, "GEMM variant %d: expected reg, local or img", c->variant);
     int vw = p[5];
     if (p[0] < 1 || p[0] > 256 || p[1] < 1 || p[1] > 256 || p[2] < 1 || p[2] > 256 || p[3] < 1 || p[3] > 16 || p[4] < 1 || p[4] > 16)
         return ct_fail(CT_EINPUT, "local GEMM tile %dx%dx%d, micro-tile %dx%d: expected tiles 1..256 and micro-tiles 1..16", p[0], p[1], p[2], p[3], p[4]);
@@ -25,10 +29,17 @@ int ct_gemm_cfg_check(const ct_gemm_cfg *c) {
 
 void ct_gemm_cfg_str(const ct_gemm_cfg *c, char *out, size_t n) {
     if (c->variant == CT_GEMM_REG) snprintf(out, n, "reg TM=%d NV=%d KCHUNK=%d", c->p[0], c->p[1], c->kchunk);
+    else if (c->variant == CT_GEMM_IMG) snprintf(out, n, "img TM=%d TN=%d KCHUNK=%d", c->p[0], c->p[1], c->kchunk);
     else snprintf(out, n, "local TSM=%d TSN=%d TSK=%d WPTM=%d WPTN=%d VW=%d KCHUNK=%d", c->p[0], c->p[1], c->p[2], c->p[3], c->p[4], c->p[5], c->kchunk);
 }
 
 int ct_gemm_cfg_fits(const ct_gemm *g, const ct_gemm_cfg *cfg) {
+    if (cfg->variant == CT_GEMM_IMG) {
+        cl_bool img = CL_FALSE;
+        clGetDeviceInfo(g->cl->device, CL_DEVICE_IMAGE_SUPPORT, sizeof img, &img, NULL);
+        if (!img) return ct_fail(CT_EDEVICE, "the image GEMM needs image support; %s has none", g->cl->device_name);
+        return 0;
+    }
     if (cfg->variant != CT_GEMM_LOCAL) return 0;
     const int *p = cfg->p;
     char what[160];
@@ -56,18 +67,21 @@ int ct_gemm_prog_get(ct_gemm *g, const ct_gemm_cfg *cfg) {
     size_t wg = 1;
     if (cfg->variant == CT_GEMM_REG) {
         snprintf(opts, sizeof opts, "-DTM=%d -DNV=%d", p[0], p[1]);
+    } else if (cfg->variant == CT_GEMM_IMG) {
+        snprintf(opts, sizeof opts, "-DTM=%d -DTN=%d", p[0], p[1]);
     } else {
         wg = (size_t)(p[0] / p[3]) * (p[1] / p[4]);
         snprintf(opts, sizeof opts, "-DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d -DWPTN=%d -DVW=%d", p[0], p[1], p[2], p[3], p[4], p[5]);
     }
     ct_gemm_prog *gp = &g->progs[g->n_progs];
     memset(gp, 0, sizeof *gp);
-    if (ct_cl_build(g->cl, &gp->prog, cfg->variant == CT_GEMM_REG ? "gemm.cl" : "gemm_local.cl", opts)) {
+    static const char *const files[] = {"gemm.cl", "gemm_local.cl", "gemm_img.cl"}, *const names[] = {"gemm", "gemm_local", "gemm_img"};
+    if (ct_cl_build(g->cl, &gp->prog, files[cfg->variant], opts)) {
         ct_fail(CT_EDEVICE, "GEMM %s does not build on %s (log above)", what, g->cl->device_name);
         return -1;
     }
     cl_int e;
-    gp->k = clCreateKernel(gp->prog, cfg->variant == CT_GEMM_REG ? "gemm" : "gemm_local", &e);
+    gp->k = clCreateKernel(gp->prog, names[cfg->variant], &e);
     size_t kwg = 0;
     if (e == CL_SUCCESS) clGetKernelWorkGroupInfo(gp->k, g->cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL);
     if (e != CL_SUCCESS || kwg < wg) {

@@ -96,7 +96,10 @@ static void release(void *v) {
 /* Winograd's tile side for L, or 0 (im2col): --conv, or under --conv auto the
  * tuning database's choice for this shape, else the shipped rule */
 static int pick_tile(const ct_model *m, const ct_layer *L, int batch) {
-    int rule = ct_conv_rule(m->conv_algo, L->k, L->stride, L->ic, L->oc, m->cl->is_cpu);
+    /* a device whose GEMM is the image kernel (llvmpipe: buffer loads per lane, gemm_defaults.c) gets
+     * im2col + that GEMM, not the CPU's direct and fused Winograd kernels, which read buffers */
+    int cpu_shapes = m->cl->is_cpu && m->gemm.def.variant != CT_GEMM_IMG;
+    int rule = ct_conv_rule(m->conv_algo, L->k, L->stride, L->ic, L->oc, cpu_shapes);
     if (m->conv_algo != CT_CONV_AUTO || !ct_conv_tunable(L) || m->db_defaults) return rule;
     ct_conv_choice key = ct_conv_key(L, batch);
     const ct_conv_choice *c = ct_conv_find(&m->gemm, &key);
