@@ -159,6 +159,8 @@ run cpu-winograd-nesterov cpu -- --conv winograd --optimizer nesterov --momentum
 run cpu-winograd4-adamw cpu -- --conv winograd4 --optimizer adamw --weight-decay 0.01
 run cpu-direct cpu -- --conv direct
 run cpu-reg-gemm-split cpu CLTRAIN_GEMM=6,1,16 -- --conv im2col
+# the image GEMM (the cpu-scalar row's: llvmpipe), split-K partials included
+run cpu-img-gemm-split cpu CLTRAIN_GEMM=img,4,4,16 -- --conv im2col
 data=(fashion-mnist --data "$tmp/idx" --model "$tmp/bytes.cfg")
 run gpu-bytes-resident gpu -- --resident
 run cpu-bytes cpu -- --producers 0
