@@ -119,12 +119,6 @@ rm "$tmp/c10/data_batch_3.bin"; mkfifo "$tmp/c10/data_batch_3.bin"; head -c 3073
 bad "CIFAR batch a FIFO (no hang)" 2 "data_batch_3.bin" -- "$bin" cifar10 --data "$tmp/c10" --steps 1
 bad "images: a file that is no folder and no TFRecord" 2 "random.bin: record 0 at offset 0: bad length CRC" -- "$bin" images "$tmp/random.bin"
 mkdir -p "$tmp/one/cls"
-# a whitening layer needs the training images without augmentation, which image folders do not give yet
-mkdir -p "$tmp/pnm/a" "$tmp/pnm/b"
-bmp_hdr='424df60000000000000036000000280000000800000008000000010018000000000000c0000000130b0000130b00000000000000000000'
-for c in a b; do for i in 1 2 3; do { echo "$bmp_hdr" | xxd -r -p; head -c 192 /dev/urandom; } >"$tmp/pnm/$c/$i.bmp"; done; done
-printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=2\n[conv]\nfilters=24\nsize=2\nwhiten=10\n[dense]\noutputs=2\n[softmax]\n' >"$tmp/whiten.cfg"
-bad "images: a whiten= layer" 2 "whiten=10 needs the training images as the model sees them" -- "$bin" images "$tmp/pnm" --size 8 --channels 3 --model "$tmp/whiten.cfg" --steps 1
 bad "images: one class" 2 "only one class folder" -- "$bin" images "$tmp/one"
 bad "eval: a folder" 2 "dir: is a folder" -- "$bin" eval "$tmp/dir"
 bad "eval: a FIFO (no hang)" 2 "fifo: is a FIFO" -- "$bin" eval "$tmp/fifo"

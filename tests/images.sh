@@ -130,4 +130,12 @@ if [[ $rc -eq 0 ]] && grep -q "model vgg16: input 32x32x1, 4 classes" "$tmp/o7" 
    [[ $(grep -c " dense " "$tmp/o7") -eq 3 ]] && grep -q "trained 3 steps" "$tmp/o7"; then
   ok "vgg16 fits the data (32x32x1, 4 classes): 13 conv and 3 dense layers, trains"
 else notok "vgg16 fits the data and trains" "exit $rc" "$(grep -E "model|trained|cltrain:" "$tmp/o7")"; fi
+# 6. a whitening layer ([conv] whiten=N) on an image folder and on its shards, with the model's own
+# normalisation ([net] mean= std=): computed from the first 100 training images, unaugmented
+printf '[net]\nheight=32\nwidth=32\nchannels=1\nclasses=2\nmean=0.5\nstd=0.25\n[conv]\nfilters=8\nsize=2\nwhiten=100\nactivation=gelu\n[globalmaxpool]\n[dense]\noutputs=2\n[softmax]\n' >"$tmp/whiten.cfg"
+for src in fonts shards; do
+  timeout 120 "$bin" images "$tmp/$src" --size 32 --channels 1 --model "$tmp/whiten.cfg" --steps 2 --batch-size 16 --limit-test 20 >"$tmp/w.out" 2>&1; rc=$?
+  if [[ $rc -eq 0 ]] && grep -q "^whitening: layer 0 from the first 100 training images (96100 2x2 patches)" "$tmp/w.out"; then ok "whiten=100 on the $src"
+  else notok "whiten=100 on the $src" "exit $rc" "$(tail -3 "$tmp/w.out")"; fi
+done
 echo "1..$n"

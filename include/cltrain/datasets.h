@@ -186,10 +186,11 @@ int ct_data_prepare(ct_data *d, const ct_prep *p, float *scale, float *shift);
 /* The training split prepared as the test split is (no augmentation), for a
  * whitening layer's statistics (ct_train_opts.plain_src): *out = src, a
  * source over it with its state in *ctx (both the caller's, alive while it
- * is used); *out = NULL for a set without sources (bytes * scale + shift from
- * d->train). CT_EINPUT (no message) when the set has no such view yet (image
- * folders, arrays). Call after any change to the test split's preparation. */
-int ct_data_plain_train(const ct_data *d, ct_source *src, ct_cifar_ctx *ctx, const ct_source **out);
+ * is used), or the set's own unaugmented source; *out = NULL for a set
+ * without sources (bytes * scale + shift from d->train). Call after
+ * ct_data_prepare. CT_EINPUT when a set has no such view. */
+typedef struct ct_plain_ctx { ct_cifar_ctx cifar; ct_augsrc_ctx aug; } ct_plain_ctx;
+int ct_data_plain_train(const ct_data *d, ct_source *src, ct_plain_ctx *ctx, const ct_source **out);
 
 /* Frees everything d owns and zeroes it; safe on a zeroed or closed d. */
 void ct_data_close(ct_data *d);

@@ -118,7 +118,7 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     o->train_src = d.src[0];
     o->eval_src = d.src[1];
     ct_source plain;
-    ct_cifar_ctx plain_ctx;
+    ct_plain_ctx plain_ctx;
     if (ct_data_plain_train(&d, &plain, &plain_ctx, &o->plain_src)) o->plain_src = NULL; /* a whiten= model is refused */
     /* no tuning database for this device yet: a short search first (CLTRAIN_AUTOTUNE) */
     rc = cli_autotune(&c, d.train);

@@ -14,15 +14,26 @@
 
 static int cifar_open(ct_data *d, const ct_data_opts *o);
 
-int ct_data_plain_train(const ct_data *d, ct_source *src, ct_cifar_ctx *ctx, const ct_source **out) {
+int ct_data_plain_train(const ct_data *d, ct_source *src, ct_plain_ctx *ctx, const ct_source **out) {
     *out = NULL;
     if (!d->src[0]) return 0; /* bytes * scale + shift from d->train, as training uploads them */
-    if (d->def->open != cifar_open) return CT_EINPUT;
-    /* CIFAR: the training images through the test split's preparation (no augmentation) */
-    *ctx = (ct_cifar_ctx){.ds = d->train, .aug = d->cctx[1].aug};
-    ct_cifar_source_init(src, ctx);
-    *out = src;
-    return 0;
+    if (d->def->open == cifar_open) { /* the training images through the test split's preparation */
+        ctx->cifar = (ct_cifar_ctx){.ds = d->train, .aug = d->cctx[1].aug};
+        ct_cifar_source_init(src, &ctx->cifar);
+        *out = src;
+        return 0;
+    }
+    if (!d->def->from_files || !d->actx.inner) return CT_EINPUT;
+    /* image sets and arrays: the source the training augmentation wraps, prepared as the test split is */
+    if (!d->prep.c) {
+        *out = d->actx.inner;
+        return 0;
+    }
+    ct_augment none = ct_augment_images(CT_AUG_NONE, d->train->h);
+    none.prep = d->prep;
+    int rc = ct_augsrc_init(src, &ctx->aug, d->actx.inner, &none);
+    if (!rc) *out = src;
+    return rc;
 }
 
 void ct_data_opts_defaults(ct_data_opts *o) {

@@ -18,8 +18,8 @@ int ct_train_whiten(ct_loop *loop) {
     const ct_source *src = o->plain_src;
     if (!src && (o->train_src || !ds->images))
         return ct_fail(CT_EINPUT, "%s:%d: whiten=%d needs the training images as the model sees them, without augmentation, "
-                       "which this data set does not give; train it on cifar10, cifar100, mnist or fashion-mnist, or leave "
-                       "out whiten=", m->name, L->line, L->whiten);
+                       "which this caller did not give (ct_train_opts.plain_src); leave out whiten=", m->name, L->line,
+                       L->whiten);
     int n = L->whiten < ds->n ? L->whiten : ds->n, B = m->batch, d = L->k * L->k * L->ic;
     if (n <= 0) return ct_fail(CT_EINPUT, "%s:%d: whiten=%d: the training set has no images", m->name, L->line, L->whiten);
     size_t sz = (size_t)m->in_h * m->in_w * m->in_c;
