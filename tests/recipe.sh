@@ -89,9 +89,11 @@ else notok "a resumed run keeps its checkpoint's lr" "exit $rc" "$(grep -E '^rec
 "$build/tools/make-cifar" "$tmp/cf" --train 64 --test 20 --seed 1 >/dev/null
 printf '%s\n' '[net]' height=32 width=32 channels=3 classes=10 augment=basic translate=2 flip=alternate tta=flip \
   '[conv]' filters=4 size=3 '[globalmaxpool]' '[dense]' outputs=10 '[softmax]' >"$tmp/c.cfg"
-"$bin" cifar10 --data "$tmp/cf" --model "$tmp/c.cfg" --steps 1 --batch-size 16 --producers 0 >"$tmp/c.out" 2>&1; rc=$?
+"$bin" cifar10 --data "$tmp/cf" --model "$tmp/c.cfg" --epochs 2 --batch-size 32 --producers 0 >"$tmp/c.out" 2>&1; rc=$?
 if [[ $rc -eq 0 ]] && grep -q "augmentation basic, reflect translation by up to 2, alternating flips" "$tmp/c.out" &&
-   grep -q "test-time augmentation flip$" "$tmp/c.out"; then ok "augment=, translate=, flip=, tta= in [net] reach the CIFAR set"
+   grep -q "test-time augmentation flip$" "$tmp/c.out" && [[ $(grep -c "^epoch [12]: test: 20 images" "$tmp/c.out") -eq 2 ]] &&
+   [[ $(grep -c "with test-time augmentation" "$tmp/c.out") -eq 1 ]] && grep -q "^epoch 2 with test-time augmentation flip: test: 20 images" "$tmp/c.out"; then
+  ok "augment=, translate=, flip=, tta= in [net] reach the CIFAR set (the views evaluated at the end, after the plain figure)"
 else notok "augment=, translate=, flip=, tta= reach the CIFAR set" "exit $rc" "$(head -3 "$tmp/c.out")"; fi
 
 # 6. bad values: one line naming the file, line and key, exit 2

@@ -52,7 +52,8 @@ typedef struct ct_train_opts {
     int fit_model;         /* fit the model's input shape and classes to the data (ct_model_load_shaped) */
     char **class_names;    /* stored in checkpoints (image folders: `cltrain predict` needs them) */
     size_t bucket_bytes;   /* data-parallel: gradient all-reduce bucket size (0: 1 MiB) */
-    int tta;               /* --tta none|flip: test-time augmentation at evaluation */
+    int tta;               /* --tta none|flip|flip-translate: test-time augmentation at the end of training (each epoch's
+                            * evaluation is plain, as airbench94's), and at `cltrain eval` */
     float lookahead;       /* --lookahead RATE: the weights' moving average (cltrain/lookahead.h); 0: off */
     int lookahead_set;     /* --lookahead was given (else a resumed run takes the checkpoint's) */
     int drop_last;         /* --drop-last: each epoch's last partial batch is left out */

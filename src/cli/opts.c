@@ -110,7 +110,8 @@ static const opt_def opt_table[] = {
      "final weights are the average (airbench94's, RATE 0.95) [0: off]"},
     {"tta", 1, O_TTA, T | E, 0, "none|flip|flip-translate",
      "evaluation: average the logits of each image and its mirror (flip-translate:\n"
-     "and of both shifted 1 pixel up-left and down-right) [none]"},
+     "and of both shifted 1 pixel up-left and down-right); training: at the end,\n"
+     "after the plain evaluation (each epoch's is plain) [none]"},
     {"augment", 1, O_AUGMENT, T, CT_DS_AUGMENT, "none|shift|basic|full",
      "shift: padded crop (translation), no flip; basic: crop + flip;\n"
      "full: + brightness/contrast [cifar: full, standardised unless the model's\n"

@@ -80,7 +80,8 @@ static int hook_eval(ct_loop *loop, const ct_step_info *si) {
     double te = ct_now();
     ct_dist_average_running_stats(&loop->m);
     ct_eval_result ev;
-    int rc = ct_evaluate(&loop->m, loop->test, o->eval_src, o->limit_test, o->scale, o->shift, o->tta, &ev);
+    /* plain, as airbench94 evaluates each epoch; --tta's views (2 or 6 forward passes per image) at the end only */
+    int rc = ct_evaluate(&loop->m, loop->test, o->eval_src, o->limit_test, o->scale, o->shift, CT_TTA_NONE, &ev);
     if (rc) return rc;
     loop->res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
     if (loop->tb.events) {
@@ -97,6 +98,20 @@ static int hook_eval(ct_loop *loop, const ct_step_info *si) {
         }
     }
     ct_eval_free(&ev);
+    if (o->tta != CT_TTA_NONE && si->g == loop->total - 1) {
+        if ((rc = ct_evaluate(&loop->m, loop->test, o->eval_src, o->limit_test, o->scale, o->shift, o->tta, &ev))) return rc;
+        loop->res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
+        if (loop->tb.events) {
+            ct_tboard_scalar(&loop->tb, "test/accuracy_tta", si->g + 1, loop->res->test_acc);
+            ct_tboard_flush(&loop->tb);
+        }
+        if (o->quiet < 2) {
+            fprintf(loop->out, "epoch %d with test-time augmentation %s: ", si->epoch + 1,
+                    o->tta == CT_TTA_FLIP ? "flip" : "flip-translate");
+            ct_eval_print(&ev, loop->test->class_names, loop->out, 0);
+        }
+        ct_eval_free(&ev);
+    }
     pause_interval(loop, te);
     return 0;
 }
