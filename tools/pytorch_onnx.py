@@ -5,7 +5,9 @@
   pytorch_onnx.py export OUT [NAMES...]
       For each twin of tools/pytorch_common.py (mnist-cnn: a plain CNN,
       cifar-cnn: a CNN with batch norm, resnet20: residual blocks with
-      option-A shortcuts; gelu-cnn: GELU and global max pooling): weights from seed 1, batch-norm statistics and
+      option-A shortcuts; gelu-cnn: GELU and global max pooling; misc-cnn: a
+      strided conv without bias, GELU's tanh formula, Dropout, Reshape before
+      MatMul + Add): weights from seed 1, batch-norm statistics and
       affine parameters made non-trivial, exported with torch.onnx.export
       (opset 13, dynamic batch, batch norm kept as nodes) to OUT/NAME.onnx;
       64 test images as OUT/NAME-img/NN.png and
@@ -49,7 +51,28 @@ class GeluCnn(torch.nn.Module):
         return self.f(x)
 
 
-MODELS = dict(MODELS, **{"gelu-cnn": GeluCnn})
+class MiscCnn(torch.nn.Module):
+    """what the other twins do not export: a strided convolution without bias, GELU's tanh formula
+    (approximate='tanh', which cltrain takes as its exact GELU), Dropout (an identity at inference), and a
+    Reshape (with its shape arithmetic) before MatMul + Add instead of Gemm"""
+    shape = (3, 12, 12)
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.c1, self.bn = nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8)
+        self.gelu = nn.GELU(approximate="tanh")
+        self.c2, self.pool, self.drop = nn.Conv2d(8, 8, 3, padding=1), nn.MaxPool2d(2), nn.Dropout(0.3)
+        self.w = nn.Parameter(0.2 * torch.randn(8 * 3 * 3, 10))
+        self.b = nn.Parameter(0.1 * torch.randn(10))
+
+    def forward(self, x):
+        y = self.pool(torch.relu(self.c2(self.gelu(self.bn(self.c1(x))))))
+        y = self.drop(y).reshape(x.shape[0], -1)
+        return torch.matmul(y, self.w) + self.b
+
+
+MODELS = dict(MODELS, **{"gelu-cnn": GeluCnn, "misc-cnn": MiscCnn})
 # models trained on torchvision's Normalize(mean, std) after ToTensor: the twin's network, and the
 # normalisation cltrain import takes as --mean/--std (written beside the logits as NAME.norm)
 NORMALIZED = {"cifar-cnn-norm": ("cifar-cnn", (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
