@@ -115,13 +115,14 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
         /* direct: outputs in 16s (and <= 16384 inputs per output); on a CPU under auto where not Winograd */
         int fits = L->oc % 16 == 0 && kk <= 16384, wino_auto = cpu_auto && s1 && L->ic >= 8;
         int direct = fits && (a == CT_CONV_DIRECT || (cpu_auto && (kk <= 32 || !wino_auto)));
-        assert_int_equal(L->direct != 0, direct);
-        if (!L->direct && !L->wino) { /* im2col: its three products reserved at setup */
+        int tile = ct_conv_tile(L);
+        assert_int_equal(tile == CT_TILE_DIRECT, direct);
+        if (!tile) { /* im2col: its three products reserved at setup */
             int rows = m->batch * L->oh * L->ow;
             assert_true(reserved(m, 0, 0, rows, L->oc, kk) && reserved(m, 1, 0, kk, L->oc, rows) &&
                         reserved(m, 1, 0, 1, L->oc, rows));
         }
-        assert_int_equal(L->wino, direct || !s1                 ? 0
+        assert_int_equal(tile == CT_TILE_DIRECT ? 0 : tile, direct || !s1                 ? 0
                                   : a == CT_CONV_WINOGRAD       ? 2
                                   : a == CT_CONV_WINOGRAD4 || wino_auto ? 4
                                                                 : 0);
@@ -413,8 +414,8 @@ static void test_conv_no_bias(void **state) {
             make_model(&m, cfg, t->batch);
             assert_int_equal(m.layers[1].n_b, 0);
             assert_int_equal(m.layers[2].w_off, m.layers[1].w_off + m.layers[1].n_w);
-            wino += m.layers[1].wino != 0;
-            direct += m.layers[1].direct != 0;
+            wino += ct_conv_tile(&m.layers[1]) > CT_TILE_DIRECT;
+            direct += ct_conv_tile(&m.layers[1]) == CT_TILE_DIRECT;
             ct_model_free(&m);
             run_single(cfg, t->batch, t->B, 1, 900 + 10 * a + c, 1.0f);
         }

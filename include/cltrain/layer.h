@@ -94,12 +94,17 @@ typedef struct ct_layer_ops {
      * dy is as given);
      * parameter gradients accumulate, L->dx (when not NULL) is overwritten */
     void (*backward)(ct_model *m, int i, cl_mem x, cl_mem dy, int B);
-    int logits;                /* 1: it may be the model's last layer, its outputs the classes (the softmax's logits) */
+    /* Non-NULL: it may be the model's last layer, its outputs the classes (the
+     * softmax's logits), and this key of its section sets how many (the
+     * model's rewrite to a data set's classes changes it) */
+    const char *logits;
     int act_inside;            /* 1: backward takes dy through L's activation itself (batch norm: recomputed from x, no pass over y) */
     /* A layer reading a second, earlier output (L->from >= 0): add its
      * gradient w.r.t. that output into target [B, shape of layer from].
      * Called by the sequencer once layer from+1 has written target. */
     void (*backward_from)(ct_model *m, int i, cl_mem target, int B);
+    /* What ct_model_summary prints after L's shape (conv: its algorithm); NULL: nothing */
+    void (*summary)(const ct_layer *L, FILE *out);
     /* Initial parameters into p (the whole flat buffer); NULL: none */
     void (*init)(const ct_layer *L, int i, float *p, uint64_t seed);
     /* Its ONNX nodes (cltrain/onnx_graph.h) for layer i with the weights p:

@@ -54,14 +54,14 @@ static inline int ct_conv_rule(int algo, int k, int stride, int ic, int oc, int 
     return wino;
 }
 
+/* a layer type's own per-layer values (ct_layer.priv), laid out by its file */
+typedef union ct_layer_priv { int i[4]; float f[4]; } ct_layer_priv;
+
 typedef struct ct_layer {
     int type;                   /* its layer type: the index of its ct_layer_ops in ct_layer_table (cltrain/layer.h) */
     int act;                    /* CT_ACT_*, fused into the layer's kernels */
     int ih, iw, ic, oh, ow, oc; /* per-sample input and output shape */
     int k, stride, pad;         /* conv and pool window */
-    int wino;                   /* conv: 0, or m: runs as Winograd F(m x m, 3x3) (kernels/winograd.cl), not im2col + GEMM */
-    int direct;                 /* conv: 0, or 1 + its kernels' slot in its type's state: runs as kernels/conv_direct.cl */
-    float prob;                 /* dropout probability */
     size_t w_off, b_off, n_w, n_b; /* offsets (floats) into the flat parameter buffer; n_b 0: no bias */
     /* the optimizer's view of its parameters (ct_model_groups): lr multipliers of the weights and of
      * the biases, 1 when the biases decay too (the decay op marks the weights), and the epoch from
@@ -80,7 +80,17 @@ typedef struct ct_layer {
     cl_mem act_in;              /* the activation's input, kept by the forward for the backward when the
                                    activation's gradient reads it (GELU) and the layer does not recompute it */
     cl_mem own[4];              /* buffers its type's setup allocated for it (its file names them); the model releases them */
+    ct_layer_priv priv;         /* its type's own values, which its file alone reads and writes (conv: its algorithm;
+                                   dropout: its rate); plain values, copied with the layer */
 } ct_layer;
+
+/* The algorithm conv layer L runs as, as its setup chose it (0 for other
+ * layers), in ct_conv_rule's terms: CT_TILE_DIRECT, a Winograd tile side
+ * (2, 4) or 0 (im2col). ct_conv_use_im2col makes a direct layer run im2col
+ * + GEMM (bench kernels times CLBlast's path so; save and restore L->priv
+ * around it). In src/nn/layers/conv.c. */
+int ct_conv_tile(const ct_layer *L);
+void ct_conv_use_im2col(ct_layer *L);
 
 /* A conv layer whose algorithm --conv auto may take from the tuning database
  * (3x3, stride 1), and its key there at batch B. */

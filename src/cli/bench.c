@@ -173,6 +173,11 @@ static double device_bandwidth(ct_model *m, ct_cl *cl) {
     return gbs;
 }
 
+/* the layer name's suffix for a conv's algorithm (ct_conv_tile) */
+static const char *tile_name(int tile) {
+    return tile == 4 ? " wino4" : tile == 2 ? " wino" : tile == CT_TILE_DIRECT ? " direct" : "";
+}
+
 /* The ideal time of one layer pass: its multiplies at the SGEMM limit or its
  * compulsory traffic at the measured bandwidth, whichever is longer. The
  * traffic: forward x, parameters and y; backward x, dy, W, the parameter
@@ -182,7 +187,8 @@ static double ideal_time(const ct_layer *L, int B, int bwd, double f, double lim
     if (limit <= 0 || gbs <= 0) return 0;
     double in = (double)B * ct_in_size(L), out = (double)B * ct_out_size(L), par = (double)(L->n_w + L->n_b);
     double words = bwd ? in + out + par + 2 * par + (L->dx ? in : 0) : in + par + out;
-    double mults = L->wino == 4 ? f / 4 : L->wino ? f / 2.25 : f;
+    int tile = ct_conv_tile(L);
+    double mults = tile == 4 ? f / 4 : tile == 2 ? f / 2.25 : f;
     double tc = mults / (limit * 1e9), tm = 4 * words / (gbs * 1e9);
     return tc > tm ? tc : tm;
 }
@@ -219,14 +225,14 @@ static void kernels_legend(const ct_model *m, double limit, double gbs) {
     printf("%-34s %-4s %10s %9s %6s %6s %11s %9s %8s\n", "layer", "pass", "ours ms", "GFLOP/s", "limit", "bound", "CLBlast ms",
            "GFLOP/s", "ours/CLB");
     for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].wino) {
+        if (ct_conv_tile(&m->layers[i]) > CT_TILE_DIRECT) {
             printf("('wino4', 'wino': a Winograd F(4x4,3x3) or F(2x2,3x3) layer (--conv); its GFLOP/s and limit count\n"
                    " the direct convolution's FLOPs, 4x or 2.25x the multiplies it makes; the CLBlast columns run its\n"
                    " 36 or 16 GEMMs through CLBlast)\n");
             break;
         }
     for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].direct) {
+        if (ct_conv_tile(&m->layers[i]) == CT_TILE_DIRECT) {
             printf("('direct': a conv layer run by kernels/conv_direct.cl (--conv); the CLBlast columns run it as\n"
                    " im2col + CLBlast's GEMMs)\n");
             break;
@@ -297,7 +303,8 @@ static int bench_kernels(const cli_opts *c) {
         double t[2][2] = {{0, 0}, {0, 0}};
         /* CLBlast's path for a direct layer: im2col + CLBlast's GEMMs, in a workspace of their own (training
          * reserves no columns for the layer) */
-        int direct = L->direct, with_clb = paths > 1;
+        int direct = ct_conv_tile(L) == CT_TILE_DIRECT, with_clb = paths > 1;
+        ct_layer_priv own = L->priv;
         cl_mem ws = m.ws, cols = NULL;
         if (direct && with_clb) {
             size_t need = (size_t)B * L->oh * L->ow * L->k * L->k * L->ic * sizeof(float), have = 0;
@@ -309,11 +316,11 @@ static int bench_kernels(const cli_opts *c) {
         }
         for (int path = 0; path < 1 + with_clb; path++) {
             m.gemm.mode = path ? CT_GEMM_CLBLAST : CT_GEMM_NATIVE;
-            L->direct = path ? 0 : direct;
+            if (path && direct) ct_conv_use_im2col(L);
             if (path && cols) m.ws = cols;
             t[path][0] = time_it(&cl, fwd_fn, &a, 5);
             t[path][1] = time_it(&cl, bwd_fn, &a, 5);
-            L->direct = direct;
+            L->priv = own;
             m.ws = ws;
             tot[path][0] += t[path][0];
             tot[path][1] += t[path][1];
@@ -323,7 +330,7 @@ static int bench_kernels(const cli_opts *c) {
         totf[1] += fb;
         char desc[64];
         snprintf(desc, sizeof desc, "%d %s %dx%dx%d->%dx%dx%d%s", i, ct_layer_name(L), L->ih, L->iw, L->ic, L->oh,
-                 L->ow, L->oc, L->wino == 4 ? " wino4" : L->wino ? " wino" : L->direct ? " direct" : "");
+                 L->ow, L->oc, tile_name(ct_conv_tile(L)));
         for (int p = 0; p < 2; p++) {
             double ti = ideal_time(L, B, p, p ? fb : ff, limit, gbs);
             tideal[p] += ti;
@@ -396,7 +403,7 @@ static int bench_train(const cli_opts *c, int steps) {
     double ips = steps * B / t, gflops = ips * 3 * m.flops_fwd * 1e-9;
     int nw2 = 0, nw4 = 0, nd = 0;
     for (int i = 0; i < m.n_layers; i++)
-        nw2 += m.layers[i].wino == 2, nw4 += m.layers[i].wino == 4, nd += m.layers[i].direct != 0;
+        nw2 += ct_conv_tile(&m.layers[i]) == 2, nw4 += ct_conv_tile(&m.layers[i]) == 4, nd += ct_conv_tile(&m.layers[i]) == CT_TILE_DIRECT;
     static const char *conv_names[] = {"im2col", "winograd", "auto", "winograd4", "direct"};
     printf("cltrain bench train: model %s, batch %d, device %s (%s), gemm %s, conv %s (Winograd layers: %d F(2x2,3x3), "
            "%d F(4x4,3x3); direct: %d)\n",

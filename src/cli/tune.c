@@ -120,7 +120,7 @@ static int conv_shapes(const ct_model *d, int B, conv_shape *cs) {
         if (j < 0 && n == CT_CONV_MAX_CHOICES) continue;
         if (j < 0) {
             j = n++;
-            cs[j] = (conv_shape){ct_conv_key(L, B), tile_index(L->direct ? CT_TILE_DIRECT : L->wino), 0, {0}};
+            cs[j] = (conv_shape){ct_conv_key(L, B), tile_index(ct_conv_tile(L)), 0, {0}};
         }
         cs[j].layers++;
     }
@@ -321,7 +321,7 @@ static int tune_search(const cli_opts *cp, double budget, int automatic) {
     double t_def = 0, t_tuned = 0;
     int convs_changed = 0, compared = 0, kept = 0;
     for (int i = 0; i < m.n_layers; i++)
-        convs_changed += m.layers[i].wino != d.layers[i].wino || m.layers[i].direct != d.layers[i].direct;
+        convs_changed += ct_conv_tile(&m.layers[i]) != ct_conv_tile(&d.layers[i]);
     if (model_choices(&m.gemm) || convs_changed) {
         compared = 1;
         kept = keep_if_faster(&d, &od, &m, &opt, B, k, t0 + budget, convs_changed, &t_def, &t_tuned);

@@ -302,8 +302,14 @@ static int parse_text(ct_model *m, const char *text, const char *name) {
     if (!ps.have_net) return ct_fail(CT_EINPUT, "%s: no [net] section", name);
     if (!m->n_layers) return ct_fail(CT_EINPUT, "%s: no layers", name);
     ct_layer *last = &m->layers[m->n_layers - 1];
-    if (strcmp(ct_layer_name(last), "dense") || last->oc != m->n_classes)
-        return ct_fail(CT_EINPUT, "%s: the last layer must be a [dense] with outputs=%d (classes), followed by [softmax]", name, m->n_classes);
+    if (!ct_layer_ops_of(last)->logits || last->oc != m->n_classes) {
+        char want[256] = "";
+        for (int t = 0; t < CT_LAYER_TYPES; t++)
+            if (ct_layer_table[t]->logits)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s[%s] with %s=%d", want[0] ? " or " : "",
+                         ct_layer_table[t]->name, ct_layer_table[t]->logits, m->n_classes);
+        return ct_fail(CT_EINPUT, "%s: the last layer must be a %s (classes), followed by [softmax]", name, want);
+    }
     if (!ps.have_softmax) return ct_fail(CT_EINPUT, "%s: missing the final [softmax] section", name);
     return 0;
 }
@@ -384,25 +390,30 @@ int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int
     char *text;
     int rc = model_text(spec, &text);
     if (rc) return rc;
-    /* pass 1: where the last [dense] section starts; pass 2: rewrite the
-     * [net] shape and that section's outputs, line by line */
-    const char *last_dense = NULL;
+    /* pass 1: where the last section of a type that gives the logits starts
+     * (ct_layer_ops.logits: [dense]); pass 2: rewrite the [net] shape and
+     * that section's key for the outputs, line by line */
+    const char *last_logits = NULL, *logits = "";
     for (const char *p = text; *p;) {
-        const char *q = p;
+        const char *q = p, *e = strchr(p, '\n'), *close;
         while (*q == ' ' || *q == '\t') q++;
-        if (!strncmp(q, "[dense]", 7) || !strncmp(q, "[connected]", 11)) last_dense = p;
-        const char *e = strchr(p, '\n');
+        char name[32];
+        sect_kind k;
+        if (*q == '[' && (close = memchr(q, ']', e ? (size_t)(e - q) : strlen(q))) && close - q - 1 < (long)sizeof name) {
+            snprintf(name, sizeof name, "%.*s", (int)(close - q - 1), q + 1);
+            if (find_kind(name, &k) && k.kind >= 0 && ct_layer_table[k.kind]->logits) last_logits = p, logits = ct_layer_table[k.kind]->logits;
+        }
         p = e ? e + 1 : p + strlen(p);
     }
     text_buf out = {0};
     buf_add(&out, "", 0);
-    int section = 0; /* 1: [net], 2: the last [dense] */
+    int section = 0; /* 1: [net], 2: the last section giving the logits */
     for (const char *p = text; *p;) {
         const char *e = strchr(p, '\n');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         const char *q = p;
         while (*q == ' ' || *q == '\t') q++;
-        if (*q == '[') section = !strncmp(q, "[net]", 5) ? 1 : p == last_dense ? 2 : 0;
+        if (*q == '[') section = !strncmp(q, "[net]", 5) ? 1 : p == last_logits ? 2 : 0;
         char key[32], line[64];
         line_key(p, len, key, sizeof key);
         int v = -1;
@@ -410,7 +421,7 @@ int ct_model_load_shaped(ct_model *m, const char *spec, int h, int w, int c, int
         else if (section == 1 && !strcmp(key, "width")) v = w;
         else if (section == 1 && !strcmp(key, "channels")) v = c;
         else if (section == 1 && !strcmp(key, "classes")) v = classes;
-        else if (section == 2 && !strcmp(key, "outputs")) v = classes;
+        else if (section == 2 && !strcmp(key, logits)) v = classes;
         if (v >= 0) buf_add(&out, line, (size_t)snprintf(line, sizeof line, "%s=%d\n", key, v));
         else { buf_add(&out, p, len); buf_add(&out, "\n", 1); }
         p = e ? e + 1 : p + len;

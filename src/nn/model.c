@@ -29,8 +29,7 @@ void ct_model_summary(const ct_model *m, FILE *out) {
         const ct_layer *L = &m->layers[i];
         fprintf(out, "  %2d %-9s %4dx%-4dx%-5d -> %4dx%-4dx%-5d", i, ct_layer_name(L), L->ih, L->iw, L->ic, L->oh, L->ow, L->oc);
         if (L->k) fprintf(out, " k%d s%d p%d", L->k, L->stride, L->pad);
-        if (L->wino) fprintf(out, " wino%d", L->wino);
-        if (L->direct) fprintf(out, " direct");
+        if (ct_layer_ops_of(L)->summary) ct_layer_ops_of(L)->summary(L, out);
         if (L->from >= -1) fprintf(out, " + layer %d", L->from);
         if (L->act != CT_ACT_LINEAR) fprintf(out, " %s", ct_activations[L->act].name);
         fputc('\n', out);

@@ -111,13 +111,13 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
     if (rows > n->ones) n->ones = rows;
     int tile = pick_tile(m, L, batch), rc;
-    L->wino = tile == CT_TILE_DIRECT ? 0 : tile;
-    L->direct = 0;
+    CT_CONV_WINO(L) = tile == CT_TILE_DIRECT ? 0 : tile;
+    CT_CONV_DIRECT(L) = 0;
     if (tile == CT_TILE_DIRECT) {
         if ((rc = ct_conv_direct_setup(m, L, batch, n))) return rc;
-        if (L->direct) return 0;
+        if (CT_CONV_DIRECT(L)) return 0;
     }
-    if (L->wino) return ct_conv_wino_setup(m, L, batch, n);
+    if (CT_CONV_WINO(L)) return ct_conv_wino_setup(m, L, batch, n);
     if (rows * kk > n->ws) n->ws = rows * kk;
     size_t keep = rows * kk * sizeof(float);
     if (n->kept + keep <= KEEP_BYTES) {
@@ -142,11 +142,11 @@ static cl_mem run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
 /* out[B*oh*ow, oc] = act(im2col(x) W + b) */
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
-    if (L->wino) {
+    if (CT_CONV_WINO(L)) {
         ct_conv_wino_forward(m, L, x, B);
         return;
     }
-    if (L->direct) {
+    if (CT_CONV_DIRECT(L)) {
         ct_conv_direct_forward(m, L, x, B);
         return;
     }
@@ -160,11 +160,11 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     int rows = B * L->oh * L->ow, kk = L->k * L->k * L->ic;
-    if (L->wino) { /* the bias gradient from wino_dy's tile sums */
+    if (CT_CONV_WINO(L)) { /* the bias gradient from wino_dy's tile sums */
         ct_conv_wino_backward(m, L, x, dy, B);
         return;
     }
-    if (L->direct) {
+    if (CT_CONV_DIRECT(L)) {
         ct_conv_direct_weight_grad(m, L, x, dy, B);
     } else {
         if (L->n_b) ct_layer_bias_grad(m, dy, 0, rows, L->oc, L->b_off);
@@ -172,7 +172,7 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
         ct_layer_gemm_dw(m, L, col, dy, rows, kk);
     }
     if (!L->dx) return;
-    if (L->direct && L->ic % 16 == 0) {
+    if (CT_CONV_DIRECT(L) && L->ic % 16 == 0) {
         ct_conv_direct_data_grad(m, L, dy, B);
         return;
     }
@@ -239,9 +239,25 @@ static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
     return 0;
 }
 
+int ct_conv_tile(const ct_layer *L) {
+    if (L->type != CT_L_CONV) return 0;
+    return CT_CONV_DIRECT(L) ? CT_TILE_DIRECT : CT_CONV_WINO(L);
+}
+
+void ct_conv_use_im2col(ct_layer *L) {
+    CT_ASSERT(L->type == CT_L_CONV && !CT_CONV_WINO(L));
+    CT_CONV_DIRECT(L) = 0;
+}
+
+/* its algorithm, after the shape in the model's summary */
+static void summary(const ct_layer *L, FILE *out) {
+    if (CT_CONV_WINO(L)) fprintf(out, " wino%d", CT_CONV_WINO(L));
+    if (CT_CONV_DIRECT(L)) fprintf(out, " direct");
+}
+
 const ct_layer_ops ct_layer_conv = {
     .type = CT_L_CONV, .name = "conv", .alias = "convolutional", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .build = build, .release = release, .shape = shape, .flops = flops, .setup = setup, .forward = forward, .backward = backward,
-    .onnx = onnx, .import = import, .onnx_ops = "Conv", .init = ct_layer_init_weights, .decay = ct_layer_decay_weights,
+    .summary = summary, .onnx = onnx, .import = import, .onnx_ops = "Conv", .init = ct_layer_init_weights, .decay = ct_layer_decay_weights,
 };
 

@@ -46,7 +46,7 @@ static int direct_chn(const ct_layer *L) { return (int)ct_divisor_upto((size_t)L
 static int vectors_per_pass(int kv, int most) { return (int)ct_divisor_upto((size_t)kv, (size_t)most); }
 
 /* conv_direct.cl built for L's shape (shared by the layers of one shape) into
- * L->direct; 0, or 1 when the model has no slot left (L then runs im2col) */
+ * CT_CONV_DIRECT(L); 0, or 1 when the model has no slot left (L then runs im2col) */
 static int direct_build(ct_model *m, ct_layer *L) {
     int kk = direct_kk(L), kv = L->oc / 16;
     /* the accumulators of a pass stay in registers: direct_fwd's PX*vg, direct_dw's kk*vb, direct_dw_taps' CHN*vt */
@@ -74,13 +74,13 @@ static int direct_build(ct_model *m, ct_layer *L) {
             d->dx = ct_cl_kernel(d->p, "direct_dx");
         }
     }
-    L->direct = i + 1;
+    CT_CONV_DIRECT(L) = i + 1;
     return 0;
 }
 
 /* y = act(conv(x) + b), the weights first copied to the (aligned) start of ws */
 void ct_conv_direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
-    const struct ct_direct_kernels *d = &ct_conv_kind_of(m, L)->direct[L->direct - 1];
+    const struct ct_direct_kernels *d = &ct_conv_kind_of(m, L)->direct[CT_CONV_DIRECT(L) - 1];
     int rows = B * L->oh * L->ow, per = direct_per(m, rows);
     CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, m->params, m->ws, L->w_off * sizeof(float), 0, L->n_w * sizeof(float), 0,
                                  NULL, NULL));
@@ -92,7 +92,7 @@ void ct_conv_direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
 
 /* dW and db += the strips' partial sums (the bias follows the weights in the gradients) */
 void ct_conv_direct_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
-    const struct ct_direct_kernels *d = &ct_conv_kind_of(m, L)->direct[L->direct - 1];
+    const struct ct_direct_kernels *d = &ct_conv_kind_of(m, L)->direct[CT_CONV_DIRECT(L) - 1];
     int kk = direct_kk(L), rows = B * L->oh * L->ow, S = direct_strips(m, L, rows), per = (rows + S - 1) / S,
         n = (kk + 1) * L->oc;
     CT_ASSERT(L->b_off == L->w_off + L->n_w);
@@ -113,7 +113,7 @@ void ct_conv_direct_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem
 
 /* dx from dy by direct_dx (input channels in 16s), the turned weights and a row of zeros first in ws */
 void ct_conv_direct_data_grad(ct_model *m, const ct_layer *L, cl_mem dy, int B) {
-    const struct ct_direct_kernels *d = &ct_conv_kind_of(m, L)->direct[L->direct - 1];
+    const struct ct_direct_kernels *d = &ct_conv_kind_of(m, L)->direct[CT_CONV_DIRECT(L) - 1];
     ct_kargs(d->wt, m->ws, m->params, (int)L->w_off);
     size_t gw = L->n_w + (size_t)L->oc, one = 1;
     ct_cl_run(m->cl, d->wt, "direct_wt", 1, &gw, NULL);
@@ -126,7 +126,7 @@ void ct_conv_direct_data_grad(ct_model *m, const ct_layer *L, cl_mem dy, int B) 
 int ct_conv_direct_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     int rc = direct_build(m, L);
     if (rc < 0) return rc;
-    if (!L->direct) return 0;
+    if (!CT_CONV_DIRECT(L)) return 0;
     /* in ws: the strips' partial sums; direct_dx's turned weights (fewer), or im2col's dcol */
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
     int S = direct_strips(m, L, (int)rows), N = (int)(kk + 1) * L->oc, dcol = L->dx && L->ic % 16;

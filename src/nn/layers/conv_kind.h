@@ -20,7 +20,7 @@ typedef struct ct_conv_kind {
         char opts[128];
         cl_program p;
         cl_kernel fwd, dw, wt, dx; /* dw: direct_dw or direct_dw_taps; wt, dx: for input channels in 16s */
-    } direct[8];                /* L->direct is 1 + the index of its layer's */
+    } direct[8];                /* CT_CONV_DIRECT(L) is 1 + the index of its layer's */
 } ct_conv_kind;
 
 static inline ct_conv_kind *ct_conv_kind_of(const ct_model *m, const ct_layer *L) { return ct_layer_kind(m, L); }
@@ -33,18 +33,24 @@ static inline size_t ct_max2(size_t a, size_t b) { return a > b ? a : b; }
  * 128x128 VGG would take gigabytes, and recompute). */
 #define KEEP_BYTES ((size_t)1 << 30)
 
+/* A conv layer's own values (ct_layer.priv): the tile side m when it runs as
+ * Winograd F(m x m, 3x3) (kernels/winograd.cl), else 0; 1 + its kernels'
+ * slot in direct[] when it runs as kernels/conv_direct.cl, else 0 */
+#define CT_CONV_WINO(L) ((L)->priv.i[0])
+#define CT_CONV_DIRECT(L) ((L)->priv.i[1])
+
 /* the buffer a layer keeps from its forward for its weight gradient (NULL: none) */
 #define CT_CONV_KEPT(L) ((L)->own[0])
 /* the direct kernel's bias for a layer without one (bias=0): oc zeros */
 #define CT_DIRECT_ZEROS(L) ((L)->own[1])
 
-/* Winograd (L->wino = m): workspaces, kept V, GEMM shapes and winograd.cl for batch; forward; backward */
+/* Winograd (CT_CONV_WINO(L) = m): workspaces, kept V, GEMM shapes and winograd.cl for batch; forward; backward */
 int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n);
 void ct_conv_wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B);
 void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B);
 
 /* The direct kernel: conv_direct.cl for L's shape into a slot of the kind and
- * L->direct, its workspace and GEMM shapes; L->direct stays 0 when all slots
+ * CT_CONV_DIRECT(L), its workspace and GEMM shapes, which stays 0 when all slots
  * are taken (L then runs im2col). Its data gradient needs input channels in 16s. */
 int ct_conv_direct_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n);
 void ct_conv_direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B);

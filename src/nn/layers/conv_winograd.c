@@ -8,18 +8,18 @@
 #include <limits.h>
 #include <string.h>
 
-/* Winograd F(m x m, 3x3) (L->wino = m): m x m output tiles over oh x ow
+/* Winograd F(m x m, 3x3) (CT_CONV_WINO(L) = m): m x m output tiles over oh x ow
  * (forward, weight gradient) and over ih x iw (data gradient), for a batch of
  * B; n*n = (m + 2)^2 points in the transformed domain */
-static int wn2(const ct_layer *L) { return (L->wino + 2) * (L->wino + 2); }
+static int wn2(const ct_layer *L) { return (CT_CONV_WINO(L) + 2) * (CT_CONV_WINO(L) + 2); }
 static int tiles_side(int side, int m) { return (side + m - 1) / m; }
 static size_t tiles_out(const ct_layer *L, int B) {
-    return (size_t)B * tiles_side(L->oh, L->wino) * tiles_side(L->ow, L->wino);
+    return (size_t)B * tiles_side(L->oh, CT_CONV_WINO(L)) * tiles_side(L->ow, CT_CONV_WINO(L));
 }
 static size_t tiles_in(const ct_layer *L, int B) {
-    return (size_t)B * tiles_side(L->ih, L->wino) * tiles_side(L->iw, L->wino);
+    return (size_t)B * tiles_side(L->ih, CT_CONV_WINO(L)) * tiles_side(L->iw, CT_CONV_WINO(L));
 }
-static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { return &ct_conv_kind_of(m, L)->wino[L->wino == 4]; }
+static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { return &ct_conv_kind_of(m, L)->wino[CT_CONV_WINO(L) == 4]; }
 
 /* wino_fused (CPU, F(4x4)): tiles per work-item, the most input channels
  * (its tiles' V in private memory). Tuned on PoCL, AVX-512 (bench kernels,
@@ -30,13 +30,13 @@ enum { WINO_FT = 8, WINO_FUSED_C = 64, WINO_DWF_C = 32 };
 /* winograd.cl for L's tile size, built by the first layer that needs it (a
  * model without Winograd layers, or with one tile size, compiles no more) */
 static int wino_build(ct_model *m, const ct_layer *L) {
-    struct ct_wino_kernels *w = &ct_conv_kind_of(m, L)->wino[L->wino == 4];
+    struct ct_wino_kernels *w = &ct_conv_kind_of(m, L)->wino[CT_CONV_WINO(L) == 4];
     if (w->p) return 0;
     /* 16-wide channel runs where a CPU has 16-wide registers: F(4x4) per-tile kernels 1.1-1.5x on AVX-512 */
     char opts[128];
-    snprintf(opts, sizeof opts, "-DWINO_M=%d%s", L->wino == 4 ? 4 : 2,
-             L->wino == 4 && m->cl->is_cpu && m->cl->float_width >= 16 ? " -DWINO_VW=16" : "");
-    if (L->wino == 4 && m->cl->is_cpu) /* the fused kernel, for CPUs only (its private tiles) */
+    snprintf(opts, sizeof opts, "-DWINO_M=%d%s", CT_CONV_WINO(L) == 4 ? 4 : 2,
+             CT_CONV_WINO(L) == 4 && m->cl->is_cpu && m->cl->float_width >= 16 ? " -DWINO_VW=16" : "");
+    if (CT_CONV_WINO(L) == 4 && m->cl->is_cpu) /* the fused kernel, for CPUs only (its private tiles) */
         snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DWINO_FUSED -DFT=%d -DWINO_FUSED_C=%d -DWINO_DWF_C=%d",
                  WINO_FT, WINO_FUSED_C, WINO_DWF_C);
     int rc = ct_cl_build(m->cl, &w->p, "winograd.cl", opts);
@@ -48,7 +48,7 @@ static int wino_build(ct_model *m, const ct_layer *L) {
     w->dw = ct_cl_kernel(w->p, "wino_dw");
     w->w16 = ct_cl_kernel(w->p, "wino_w16");
     w->dw16 = ct_cl_kernel(w->p, "wino_dw16");
-    if (L->wino == 4 && m->cl->is_cpu) {
+    if (CT_CONV_WINO(L) == 4 && m->cl->is_cpu) {
         w->fused = ct_cl_kernel(w->p, "wino_fused");
         w->dw_fused = ct_cl_kernel(w->p, "wino_dw_fused");
     }
@@ -63,14 +63,14 @@ static int wino_build(ct_model *m, const ct_layer *L) {
  * ones 1.7 -> 1.1-1.3, mnist-cnn's 32 -> 64 8.9 -> 4.7 ms. At 128 input
  * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7). */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
-    return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C;
+    return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C;
 }
 
 /* Whether L's weight gradient runs as wino_dw_fused: on a CPU, F(4x4), at
  * most WINO_DWF_C channels in and out (its dU in private memory), the
  * outputs a multiple of 16. */
 static int dw_fused(const ct_model *m, const ct_layer *L) {
-    return !m->wino_unfused && m->cl->is_cpu && L->wino == 4 && L->ic <= WINO_DWF_C && L->oc <= WINO_DWF_C &&
+    return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && L->ic <= WINO_DWF_C && L->oc <= WINO_DWF_C &&
            L->oc % 16 == 0;
 }
 
@@ -87,7 +87,7 @@ static int dw_splits(const ct_model *m, int T, int *per) {
 /* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act) */
 static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem x, int has_bias, int act, int H, int W, int cin,
                        int pad, int OH, int OW, int kout, int B) {
-    int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
+    int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
     cl_kernel k = wk(m, L)->fused;
     ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T);
     size_t gws = (size_t)(T + WINO_FT - 1) / WINO_FT, lws = 1;
@@ -133,7 +133,7 @@ int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
 /* V [n*n][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into V */
 static void wino_in(ct_model *m, const ct_layer *L, cl_mem V, cl_mem x, int H, int W, int C, int pad, int OH, int OW,
                     int B) {
-    int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
+    int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
     cl_kernel k = wk(m, L)->in;
     ct_kargs(k, V, x, H, W, C, pad, TH, TW, T);
     size_t gws = (size_t)T;
@@ -148,7 +148,7 @@ static void wino_gemms(ct_model *m, const ct_layer *L, cl_mem V, int T, int N, i
 
 /* y [B, OH, OW, N] = A^T M A (+ bias, act) from ws2 */
 static void wino_out(ct_model *m, const ct_layer *L, cl_mem y, int has_bias, int act, int OH, int OW, int N, int B) {
-    int TH = tiles_side(OH, L->wino), TW = tiles_side(OW, L->wino), T = B * TH * TW;
+    int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
     cl_kernel k = wk(m, L)->out;
     ct_kargs(k, y, m->ws2, m->params, (int)L->b_off, has_bias, act, OH, OW, N, TH, TW, T);
     size_t gws = (size_t)T;
@@ -193,7 +193,7 @@ void ct_conv_wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
  * A^T and the tile sums of dy (wino_dy), the bias gradient from those sums,
  * dU[xi] = V[xi]^T Z[xi] (36 GEMMs), dW += G^T dU G (wino_dw) */
 static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
-    int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
+    int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, CT_CONV_WINO(L)), TW = tiles_side(L->ow, CT_CONV_WINO(L)), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
     cl_mem V = CT_CONV_KEPT(L);
     if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
@@ -211,7 +211,7 @@ static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy
  * kept); dx = the data gradient's Winograd convolution of dy (pad 2 - pad,
  * weights turned, C and K swapped). x is the input of the last forward. */
 void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
-    int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, L->wino), TW = tiles_side(L->ow, L->wino), C = L->ic, K = L->oc;
+    int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, CT_CONV_WINO(L)), TW = tiles_side(L->ow, CT_CONV_WINO(L)), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
     if (dw_fused(m, L)) { /* partial dU and tile sums of dy into ws, then summed */
         int per, S = dw_splits(m, T, &per);

@@ -169,6 +169,6 @@ static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
 const ct_layer_ops ct_layer_dense = {
     .type = CT_L_DENSE, .name = "dense", .alias = "connected", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .shape = shape, .flops = flops, .setup = setup, .forward = forward, .backward = backward,
-    .onnx = onnx, .import = import, .onnx_ops = "Gemm or MatMul+Add after Flatten/Reshape/Squeeze", .logits = 1,
+    .onnx = onnx, .import = import, .onnx_ops = "Gemm or MatMul+Add after Flatten/Reshape/Squeeze", .logits = "outputs",
     .init = ct_layer_init_weights, .decay = ct_layer_decay_weights,
 };

@@ -5,6 +5,9 @@
  * tests/test_dropout.c. */
 #include "cltrain/layer.h"
 
+/* the layer's own value (ct_layer.priv): its rate */
+#define RATE(L) ((L)->priv.f[0])
+
 static const ct_key keys[] = {{"probability", CT_KEY_PROB, 0, 0, offsetof(ct_sect, prob), NULL}};
 
 static const char *const kernels[] = {"dropout_fwd", "dropout_bwd"};
@@ -14,7 +17,7 @@ static int build(ct_model *m, void **kind) { return ct_kernels_build(m, kind, "d
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     (void)m;
     L->oh = L->ih; L->ow = L->iw; L->oc = L->ic;
-    L->prob = s->prob;
+    RATE(L) = s->prob;
     return 0;
 }
 
@@ -32,16 +35,16 @@ static void run_dropout(ct_model *m, cl_kernel k, const char *name, cl_mem out, 
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
     size_t n = (size_t)B * ct_out_size(L);
-    if (!m->training || L->prob == 0.0f)
+    if (!m->training || RATE(L) == 0.0f)
         CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, x, L->out, 0, 0, n * 4, 0, NULL, NULL));
     else
-        run_dropout(m, ct_layer_kernel(m, L, FWD), "dropout_fwd", L->out, x, (int)n, L->prob, i);
+        run_dropout(m, ct_layer_kernel(m, L, FWD), "dropout_fwd", L->out, x, (int)n, RATE(L), i);
 }
 
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     (void)x;
     ct_layer *L = &m->layers[i];
-    if (L->dx) run_dropout(m, ct_layer_kernel(m, L, BWD), "dropout_bwd", L->dx, dy, B * (int)ct_out_size(L), L->prob, i);
+    if (L->dx) run_dropout(m, ct_layer_kernel(m, L, BWD), "dropout_bwd", L->dx, dy, B * (int)ct_out_size(L), RATE(L), i);
 }
 
 static void defaults(ct_sect *s) { s->prob = 0.5f; }
