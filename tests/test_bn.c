@@ -68,7 +68,7 @@ static void check_bn_keys(int B, int H, int W, int C, int act, uint64_t seed, fl
     assert_int_equal(ct_model_setup(&m, &g_cl, B, CT_GEMM_NATIVE), 0);
     ct_model_init_weights(&m, seed);
     ct_layer *L = &m.layers[1];
-    assert_true(L->eps == eps && L->momentum == mom);
+    assert_true(L->priv.f[0] == eps && L->priv.f[1] == mom); /* where src/nn/layers/batchnorm.c keeps them */
     int M = B * H * W;
     size_t n = (size_t)M * C;
     ct_rng r = ct_rng_make(seed, 3, 4);

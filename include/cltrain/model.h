@@ -69,7 +69,6 @@ typedef struct ct_layer {
     float lr_w, lr_b;
     int decay_b, bias_until;
     float scale;                /* [dense]: y = scale * x W + b */
-    float eps, momentum;        /* [batchnorm] */
     int init;                   /* CT_INIT_* ([conv], [dense]) */
     int whiten;                 /* [conv] whiten=N: its weights from the first N training images' patches (ct_whiten) */
     int line;                   /* line of its section in the .cfg */
@@ -81,7 +80,7 @@ typedef struct ct_layer {
                                    activation's gradient reads it (GELU) and the layer does not recompute it */
     cl_mem own[4];              /* buffers its type's setup allocated for it (its file names them); the model releases them */
     ct_layer_priv priv;         /* its type's own values, which its file alone reads and writes (conv: its algorithm;
-                                   dropout: its rate); plain values, copied with the layer */
+                                   batchnorm: eps and momentum; dropout: its rate); plain values, copied with the layer */
 } ct_layer;
 
 /* The algorithm conv layer L runs as, as its setup chose it (0 for other

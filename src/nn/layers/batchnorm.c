@@ -15,6 +15,10 @@ enum { BN_CHUNK = 64 }; /* rows per partial sum */
  * statistic (the unbiased variance); 0.1 and eps 1e-5 by default, as PyTorch.
  * lr=0 freezes gamma at 1 (a BN without a trained scale); bias_lr= and
  * bias_decay= set beta's group (ct_model_groups). */
+/* the layer's own values (ct_layer.priv): its epsilon and momentum */
+#define EPS(L) ((L)->priv.f[0])
+#define MOMENTUM(L) ((L)->priv.f[1])
+
 static const ct_key keys[] = {
     CT_KEY_ACTIVATION, CT_KEY(momentum, CT_KEY_FLOAT, 0, 1), CT_KEY(eps, CT_KEY_FLOAT, 0, 1),
     CT_KEY(lr, CT_KEY_FLOAT, 0, 1000000), CT_KEY(bias_lr, CT_KEY_FLOAT, 0, 1000000), CT_KEY(bias_decay, CT_KEY_INT, 0, 1),
@@ -47,8 +51,8 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     if (!(s->eps > 0)) /* the variance of a constant channel is 0 */
         return ct_fail(CT_EINPUT, "%s:%d: [batchnorm] eps=%g: must be above 0 (1/sqrt(variance + eps) of a constant channel)",
                        s->file, s->line, (double)s->eps);
-    L->eps = s->eps;
-    L->momentum = s->momentum;
+    EPS(L) = s->eps;
+    MOMENTUM(L) = s->momentum;
     L->oh = L->ih; L->ow = L->iw; L->oc = L->ic;
     L->n_w = 3 * (size_t)L->ic; /* gamma, running mean, running variance */
     L->n_b = (size_t)L->ic;     /* beta */
@@ -95,11 +99,11 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     size_t g1 = (size_t)C, ge[2] = {(size_t)(C / vw), (size_t)M};
     if (m->training) {
         reduce(m, L, x, x, M, 0);
-        ct_kargs(k[STATS], STATS_OF(L), bk->p1, bk->p2, chunks, chunk, M, C, L->eps, L->momentum, m->params, offM,
+        ct_kargs(k[STATS], STATS_OF(L), bk->p1, bk->p2, chunks, chunk, M, C, EPS(L), MOMENTUM(L), m->params, offM,
                  offV);
         ct_cl_run(m->cl, k[STATS], "bn_stats", 1, &g1, NULL);
     } else {
-        ct_kargs(k[STATS_EVAL], STATS_OF(L), m->params, offM, offV, C, L->eps);
+        ct_kargs(k[STATS_EVAL], STATS_OF(L), m->params, offM, offV, C, EPS(L));
         ct_cl_run(m->cl, k[STATS_EVAL], "bn_stats_eval", 1, &g1, NULL);
     }
     ct_kargs(k[FWD], L->out, x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw);
@@ -153,7 +157,7 @@ static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char
     }
     ct_onnx_fresh(g, y, "bn");
     ct_onnx_begin(g, "BatchNormalization", (const char *const[]){x, nm[0], nm[1], nm[2], nm[3]}, 5, y);
-    ct_onnx_attr_float(g, "epsilon", L->eps);
+    ct_onnx_attr_float(g, "epsilon", EPS(L));
     ct_onnx_end(g);
     memcpy(x, y, CT_ONNX_NAME);
     ct_onnx_activation(g, L->act, x);
