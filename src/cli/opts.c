@@ -20,6 +20,16 @@ int cli_fail(int code) {
     return ct_exit_code(code);
 }
 
+int cli_array_files(int argc, char **argv) {
+    int n = 0;
+    while (n + 1 < argc && argv[n + 1][0] != '-') {
+        size_t l = strlen(argv[n + 1]);
+        if (l < 4 || (strcmp(argv[n + 1] + l - 4, ".npz") && strcmp(argv[n + 1] + l - 4, ".npy"))) break;
+        n++;
+    }
+    return n;
+}
+
 int cli_parse_num(const char *opt, const char *s, double lo, double hi, double *out) {
     char *end;
     errno = 0;

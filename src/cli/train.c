@@ -33,16 +33,6 @@ static int parse_files(int argc, char **argv, cli_opts *c, ct_tfr_files *tf) {
     return 0;
 }
 
-int cli_array_files(int argc, char **argv) {
-    int n = 0;
-    while (n + 1 < argc && argv[n + 1][0] != '-') {
-        size_t l = strlen(argv[n + 1]);
-        if (l < 4 || (strcmp(argv[n + 1] + l - 4, ".npz") && strcmp(argv[n + 1] + l - 4, ".npy"))) break;
-        n++;
-    }
-    return n;
-}
-
 /* arrays FILE.npz | X.npy Y.npy [XT.npy YT.npy] [options]: the spec string as the data path */
 static int parse_arrays(int argc, char **argv, cli_opts *c) {
     int nf = cli_array_files(argc, argv);
