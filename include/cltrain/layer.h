@@ -26,6 +26,7 @@ enum { CT_LAYER_TYPE_LIST(CT_LAYER_ENUM_) CT_LAYER_TYPES };
 /* a CT_KEY_FLOATS value: up to CT_PREP_MAX numbers and the line they were on */
 typedef struct ct_key_list { int n, line; float v[CT_PREP_MAX]; } ct_key_list;
 
+typedef union ct_sect_slot { int i; float f; } ct_sect_slot;
 typedef struct ct_sect {
     const char *file;  /* for messages */
     int line;          /* the [section] header's line */
@@ -33,11 +34,14 @@ typedef struct ct_sect {
     int height, width, channels, classes;      /* [net] */
     ct_key_list mean, std;                     /* [net]: the input normalisation (prep.h) */
     int filters, size, stride, pad, outputs, act, from, projection;
-    float prob;
     /* parameter keys (the layers that take them copy them into ct_layer) */
     int bias, init, bias_decay, bias_epochs, whiten; /* [conv], [dense]: bias=0 (none), init=he|dirac|uniform; whiten=N */
     float lr, bias_lr, scale;                        /* lr multipliers of the weights and biases; [dense] scale= */
     float momentum, eps;                             /* [batchnorm] */
+    /* a type's own keys (CT_KEY_OWN), which no other type reads: each slot an
+     * int (CT_KEY_INT, CT_KEY_ACT) or a float (CT_KEY_PROB, CT_KEY_FLOAT);
+     * 0 unless its defaults set them */
+    ct_sect_slot own[8];
     unsigned has;
 } ct_sect;
 
@@ -48,6 +52,10 @@ enum { CT_KEY_INT, CT_KEY_PROB, CT_KEY_ACT, CT_KEY_FLOATS, CT_KEY_FLOAT, CT_KEY_
  * fraction "1/9"), or one of the NULL-terminated names (an int: its index). */
 typedef struct ct_key { const char *name; int type, lo, hi; size_t off; const char *const *names; } ct_key;
 #define CT_KEY(field, t, lo, hi) {#field, t, lo, hi, offsetof(ct_sect, field), NULL}
+/* a key of the type's own in slot k of ct_sect.own, so that a new type's new
+ * key needs no ct_sect field: [dropout]'s CT_KEY_OWN("probability",
+ * CT_KEY_PROB, 0, 0, 0) is read as s->own[0].f */
+#define CT_KEY_OWN(name, t, lo, hi, k) {name, t, lo, hi, offsetof(ct_sect, own) + (k) * sizeof(ct_sect_slot), NULL}
 #define CT_KEY_NAMES(field, list) {#field, CT_KEY_NAME, 0, 0, offsetof(ct_sect, field), list}
 #define CT_KEY_ACTIVATION {"activation", CT_KEY_ACT, 0, 0, offsetof(ct_sect, act), NULL}
 /* init= of [conv] and [dense]: He-normal (the default); Dirac (identity) on the

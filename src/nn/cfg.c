@@ -78,7 +78,6 @@ static int find_kind(const char *name, sect_kind *k) {
 static void sect_defaults(ct_sect *s, const sect_kind *k) {
     s->stride = 1;
     s->act = CT_ACT_LINEAR;
-    s->prob = 0.5f;
     s->from = 0;
     s->bias = 1;
     s->lr = s->bias_lr = s->scale = 1.0f;

@@ -8,7 +8,7 @@
 /* the layer's own value (ct_layer.priv): its rate */
 #define RATE(L) ((L)->priv.f[0])
 
-static const ct_key keys[] = {{"probability", CT_KEY_PROB, 0, 0, offsetof(ct_sect, prob), NULL}};
+static const ct_key keys[] = {CT_KEY_OWN("probability", CT_KEY_PROB, 0, 0, 0)};
 
 static const char *const kernels[] = {"dropout_fwd", "dropout_bwd"};
 enum { FWD, BWD };
@@ -17,7 +17,7 @@ static int build(ct_model *m, void **kind) { return ct_kernels_build(m, kind, "d
 static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
     (void)m;
     L->oh = L->ih; L->ow = L->iw; L->oc = L->ic;
-    RATE(L) = s->prob;
+    RATE(L) = s->own[0].f;
     return 0;
 }
 
@@ -47,7 +47,7 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     if (L->dx) run_dropout(m, ct_layer_kernel(m, L, BWD), "dropout_bwd", L->dx, dy, B * (int)ct_out_size(L), RATE(L), i);
 }
 
-static void defaults(ct_sect *s) { s->prob = 0.5f; }
+static void defaults(ct_sect *s) { s->own[0].f = 0.5f; }
 
 /* the identity at inference: no node */
 static int onnx(ct_onnx_graph *g, const ct_model *m, int i, const float *p, char *x, int *rank4) {
