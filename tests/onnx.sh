@@ -126,6 +126,9 @@ norm mnist-cnn 0.2860 0.3530 >"$tmp/mnist-cnn-norm.cfg"
 train mnist-cnn-norm fashion-mnist --batch-size 16 --limit-train 256 --limit-test 16 &&
   check mnist-cnn-norm "$tmp/mnist-cnn-norm.ckpt" "64 Fashion-MNIST test images (the model's mean= and std= in the graph)"
 imgs=("${c3[@]}")
+# the airbench94 model: its whitening conv, its own mean= and std=
+train cifar-fast cifar10 --data "$tmp/g10" --batch-size 16 --augment none &&
+  check cifar-fast "$tmp/cifar-fast.ckpt" "$c3what (the model's mean= and std= in the graph)"
 train cifar100-cnn cifar100 --data "$tmp/g100" --batch-size 16 --augment none &&
   check cifar100-cnn "$tmp/cifar100-cnn.ckpt" "$c3what (standardised in the graph)"
 # the VGG nets at 32x32, the smallest input their five 2x2 pools take. vgg16
