@@ -5,11 +5,15 @@
 # Each test must pass and Mesa must print no warning (it once printed
 # "Treating load_kernel_arg in control flow as uniform" for softmax_xent).
 #
-# Bounded: rusticl 22.3 on llvmpipe runs cltrain's kernels 20-100 times
-# slower than PoCL and compiles kernels with float16 accumulators for
-# minutes (BENCHMARKS.md), so this runs the kernel tests that finish in
-# about a minute there (test_bn, test_shortcut, test_model); test_gemm and
-# test_layers do not (over 15 minutes each) and are left to PoCL's pass.
+# Bounded: rusticl 22.3 on llvmpipe runs cltrain's kernels 20-400 times
+# slower than PoCL (BENCHMARKS.md), so this runs the kernel tests that
+# finish in about a minute there (test_bn, test_shortcut, test_model).
+# test_gemm and test_layers are not here: they take some 250 s of CPU each
+# on rusticl even with every kernel already compiled (Mesa's shader cache),
+# and both fail there: a split-K product in 3 or more chunks of 1000
+# (test_native_aliasing_ld) and a Winograd 8x8x64->32 forward
+# (test_conv_winograd) give NaN on rusticl, not on PoCL (BENCHMARKS.md,
+# "rusticl's kernel tests"). They stay in PoCL's passes.
 # Skipped when rusticl is not installed. Prints TAP.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -180,6 +180,8 @@ int ct_gemm_db_save(const ct_gemm *g, const char *path);
 /* The search: for each reserved shape (largest first), validate every
  * candidate against a float64 reference on sampled entries, time it, keep it
  * when faster than the default by 3% or more. Stops at budget_s seconds;
- * progress lines go to log. Returns the number of shapes given a choice. */
-int ct_gemm_tune(ct_gemm *g, double budget_s, FILE *log);
+ * progress lines go to log; a candidate skipped (it does not build or fit
+ * this device) or rejected (a wrong result) is also said in one line on
+ * notes when notes is not log. Returns the number of shapes given a choice. */
+int ct_gemm_tune(ct_gemm *g, double budget_s, FILE *log, FILE *notes);
 #endif

@@ -20,6 +20,7 @@
 #include "cltrain/dist.h"
 #include "cltrain/file.h"
 #include "cltrain/layer.h"
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -127,20 +128,83 @@ static int conv_shapes(const ct_model *d, int B, conv_shape *cs) {
     return n;
 }
 
-/* time every tunable layer with algorithm a (a model set up for it, then freed); 0, or -1 when it could not be set up */
-static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n) {
+/* where a search says what it skipped or rejected: the report (`cltrain tune`), and also stderr for the
+ * automatic search, whose report is not shown */
+static FILE *tnotes;
+
+/* Layer i's forward output against a float64 reference at sampled points (the corners and random
+ * entries): 0 when right, else -1 with the first wrong entry in why. Run again here, so that the
+ * output is this layer's as its forward leaves it, from the input as the layer before left it. */
+static int conv_check(ct_model *m, int i, int B, char *why, size_t n) {
+    const ct_layer *L = &m->layers[i];
+    size_t nin = (size_t)B * ct_in_size(L), nout = (size_t)B * ct_out_size(L);
+    float *x = ct_xmalloc(nin * 4), *y = ct_xmalloc(nout * 4), *w = ct_xmalloc((L->n_w + L->n_b) * 4);
+    ct_cl_read(m->cl, ct_layer_output(m, i - 1), 0, nin * 4, x);
+    ct_layer_forward(m, i, B);
+    ct_cl_read(m->cl, L->out, 0, nout * 4, y);
+    ct_cl_read(m->cl, m->params, L->w_off * 4, L->n_w * 4, w);
+    ct_cl_read(m->cl, m->params, L->b_off * 4, L->n_b * 4, w + L->n_w);
+    const float *bias = L->n_b ? w + L->n_w : NULL;
+    ct_rng r = ct_rng_make(31, (uint64_t)i, (uint64_t)B);
+    int rc = 0;
+    for (int s = 0; s < 260 && !rc; s++) {
+        /* the first and last entries of the first and last pixels, then random ones */
+        size_t o = s == 0 ? 0 : s == 1 ? (size_t)L->oc - 1 : s == 2 ? nout - (size_t)L->oc : s == 3 ? nout - 1
+                 : (size_t)ct_rng_below(&r, (uint32_t)nout);
+        int k = (int)(o % L->oc), ox = (int)(o / L->oc % L->ow), oy = (int)(o / L->oc / L->ow % L->oh);
+        int b = (int)(o / ((size_t)L->oc * L->ow * L->oh));
+        double sum = bias ? bias[k] : 0, mag = fabs(sum);
+        for (int ky = 0; ky < L->k; ky++)
+            for (int kx = 0; kx < L->k; kx++) {
+                int iy = oy * L->stride - L->pad + ky, ix = ox * L->stride - L->pad + kx;
+                if (iy < 0 || iy >= L->ih || ix < 0 || ix >= L->iw) continue;
+                const float *xp = x + (((size_t)b * L->ih + iy) * L->iw + ix) * L->ic;
+                const float *wp = w + ((size_t)(ky * L->k + kx) * L->ic) * L->oc + k;
+                for (int c = 0; c < L->ic; c++) {
+                    double t = (double)xp[c] * wp[(size_t)c * L->oc];
+                    sum += t;
+                    mag += fabs(t);
+                }
+            }
+        double want = L->act == CT_ACT_RELU ? (sum > 0 ? sum : 0)
+                    : L->act == CT_ACT_GELU ? 0.5 * sum * (1 + erf(sum * M_SQRT1_2)) : sum;
+        /* float32 sums (and Winograd's transforms) of these magnitudes */
+        if (!isfinite(y[o]) || fabs(y[o] - want) > 1e-3 * mag + 1e-5) {
+            snprintf(why, n, "layer %d output [%d,%d,%d,%d] = %.7g, reference %.7g", i, b, oy, ox, k, y[o], want);
+            rc = -1;
+        }
+    }
+    free(x); free(y); free(w);
+    return rc;
+}
+
+/* Time every tunable layer with algorithm a (a model set up for it, then freed), after checking its
+ * forward against the reference (a shape where it is wrong gets bad[j][a]); 0, or -1 when it could not
+ * be set up (a kernel that does not build on this device: one line says so) */
+static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n, int bad[][N_ALGOS]) {
     cli_opts ca = *c;
     ca.train.conv = ALGOS[a];
     ct_model m, db = {.db_defaults = 1};
     ct_cl cl;
     if (cli_bench_setup_db(&m, &cl, &ca, CT_GEMM_NATIVE, &db)) {
         fprintf(tout, "  %s skipped: %s\n", ALGO_NAMES[a], ct_last_error());
+        if (tnotes != tout) fprintf(tnotes, "cltrain: kernel search: conv algorithm %s skipped on this device: %s\n", ALGO_NAMES[a], ct_last_error());
         return -1;
     }
     cli_real_gradients(&m, B);
+    char why[256];
     for (int i = 0; i < m.n_layers; i++) {
         int j = is_tunable_conv(&m.layers[i]) ? shape_index(cs, n, &m.layers[i], B) : -1;
-        if (j >= 0) cs[j].t[a] += cli_time_layer(&m, i, B, 3);
+        if (j < 0 || bad[j][a] || !algo_fits(&cs[j], a)) continue;
+        if (conv_check(&m, i, B, why, sizeof why)) {
+            bad[j][a] = 1;
+            fprintf(tout, "  %s rejected for %dx%dx%d->%d: wrong result, %s\n", ALGO_NAMES[a], cs[j].key.ih, cs[j].key.iw, cs[j].key.ic,
+                    cs[j].key.oc, why);
+            if (tnotes != tout)
+                fprintf(tnotes, "cltrain: kernel search: conv algorithm %s rejected on this device (wrong result: %s)\n", ALGO_NAMES[a], why);
+            continue;
+        }
+        cs[j].t[a] += cli_time_layer(&m, i, B, 3);
     }
     ct_model_free(&m);
     ct_cl_close(&cl);
@@ -151,7 +215,8 @@ static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n) {
  * A shape changes from the shipped rule only when its best algorithm is 3% faster than the rule's. */
 static int conv_search(const cli_opts *c, const ct_model *d, int B, double until, ct_conv_choice *out) {
     conv_shape cs[CT_CONV_MAX_CHOICES];
-    int n = conv_shapes(d, B, cs), n_out = 0, timed[N_ALGOS] = {0}, fits[N_ALGOS] = {0};
+    int n = conv_shapes(d, B, cs), n_out = 0, timed[N_ALGOS] = {0}, fits[N_ALGOS] = {0}, bad[CT_CONV_MAX_CHOICES][N_ALGOS];
+    memset(bad, 0, sizeof bad);
     for (int i = 0; i < d->gemm.n_convs; i++)
         if (key_index(cs, n, &d->gemm.convs[i]) < 0) out[n_out++] = d->gemm.convs[i];
     if (!n) return n_out;
@@ -167,20 +232,24 @@ static int conv_search(const cli_opts *c, const ct_model *d, int B, double until
             continue;
         }
         double t0 = ct_now();
-        timed[a] = time_algo(c, a, B, cs, n) == 0;
+        timed[a] = time_algo(c, a, B, cs, n, bad) == 0;
         t_last = ct_now() - t0;
     }
     for (int j = 0; j < n; j++) {
         conv_shape *s = &cs[j];
-        int rule = s->rule, best = rule;
+        int rule = s->rule, best = -1;
         fprintf(tout, "  %dx%dx%d->%d pad %d (%d layer%s), forward + backward:", s->key.ih, s->key.iw, s->key.ic, s->key.oc,
                s->key.pad, s->layers, s->layers > 1 ? "s" : "");
+        /* the fastest of the algorithms timed and right on this device; it replaces the rule's when that is 3%
+         * slower, or wrong here (nothing changes when the rule's was not timed) */
         for (int a = 0; a < N_ALGOS; a++) {
             if (!timed[a] || !algo_fits(s, a)) continue;
+            if (bad[j][a]) { fprintf(tout, " %s wrong", ALGO_NAMES[a]); continue; }
             fprintf(tout, " %s %.2f ms", ALGO_NAMES[a], s->t[a] * 1e3);
-            if (timed[rule] && s->t[a] < s->t[best]) best = a;
+            if (best < 0 || s->t[a] < s->t[best]) best = a;
         }
-        int take = best != rule && s->t[best] <= 0.97 * s->t[rule];
+        int rule_ok = !bad[j][rule];
+        int take = timed[rule] && best >= 0 && best != rule && (!rule_ok || s->t[best] <= 0.97 * s->t[rule]);
         fprintf(tout, " -> %s%s\n", ALGO_NAMES[take ? best : rule], take ? "" : " (the shipped rule)");
         if (take && n_out < CT_CONV_MAX_CHOICES) {
             out[n_out] = s->key;
@@ -317,7 +386,7 @@ static int tune_search(const cli_opts *cp, double budget, int automatic) {
      * time is left */
     double reserve = (4 * k + 2) * t_step * 2.5 + 0.05 * budget, left = budget - (ct_now() - t0) - reserve;
     if (left < 1) left = 1;
-    ct_gemm_tune(&m.gemm, left, tout);
+    ct_gemm_tune(&m.gemm, left, tout, tnotes);
     double t_def = 0, t_tuned = 0;
     int convs_changed = 0, compared = 0, kept = 0;
     for (int i = 0; i < m.n_layers; i++)
@@ -356,7 +425,7 @@ int cmd_tune(int argc, char **argv) {
     int rc = take_budget(&argc, argv, &budget);
     if (!rc) rc = cli_parse_train(argc, argv, &c);
     if (rc) return cli_fail(rc);
-    tout = stdout;
+    tout = tnotes = stdout;
     rc = tune_search(&c, budget, 0);
     return rc ? cli_fail(rc) : 0;
 }
@@ -408,6 +477,7 @@ static int autotune_here(const cli_opts *c, const ct_dataset *train, double budg
                     "at most %.0f s, once (CLTRAIN_AUTOTUNE=0 skips it)\n", who, dev, budget);
     FILE *null = ct_debug_level() >= 1 ? NULL : fopen("/dev/null", "w");
     tout = null ? null : stderr;
+    tnotes = stderr;
     rc = tune_search(&s, budget, 1);
     if (null) fclose(null);
     if (rc) fprintf(stderr, "cltrain: %sthe kernel search failed (%s); training goes on with the shipped defaults\n", who,

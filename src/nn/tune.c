@@ -140,6 +140,13 @@ static void remove_choice(ct_gemm *g, int tA, int tB, int M, int N, int K) {
 
 typedef struct { int prog; int kchunk; double t; } tune_best;
 
+/* a skipped or rejected candidate: on the report, and in one line on notes when that is elsewhere */
+static FILE *notes_to;
+static void note(FILE *log, const char *lead, const char *what) {
+    fprintf(log, "%s%s\n", lead, what);
+    if (notes_to && notes_to != log) fprintf(notes_to, "cltrain: kernel search: %s%s\n", lead + strspn(lead, "\n "), what);
+}
+
 static int by_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -196,7 +203,7 @@ static void search_shape(ct_gemm *g, tune_shape *t, const ct_gemm_cfg *cand, int
         int prog = ct_gemm_prog_get(g, &cand[i]);
         if (prog < 0) {
             failed[i] = 1;
-            fprintf(log, "\n  skipped: %s\n", ct_last_error());
+            note(log, "\n  skipped: ", ct_last_error());
             continue;
         }
         /* the default itself is timed already: the same program with the same split is not a candidate */
@@ -210,8 +217,10 @@ static void search_shape(ct_gemm *g, tune_shape *t, const ct_gemm_cfg *cand, int
             if (dup || n_seen >= 8) continue;
             seen[n_seen++] = S;
             if (validate(g, t, prog, c.kchunk, why, sizeof why)) {
+                char line[480];
                 ct_gemm_cfg_str(&c, what, sizeof what);
-                fprintf(log, "\n  rejected %s: wrong result, %s\n", what, why);
+                snprintf(line, sizeof line, "%s: wrong result on this device, %s", what, why);
+                note(log, "\n  rejected ", line);
                 break;
             }
             double dt = time_cfg(g, t, prog, c.kchunk, until, best->t);
@@ -269,7 +278,8 @@ static int tune_one(ct_gemm *g, const int *s, const ct_gemm_cfg *cand, int nc, i
     return kept;
 }
 
-int ct_gemm_tune(ct_gemm *g, double budget_s, FILE *log) {
+int ct_gemm_tune(ct_gemm *g, double budget_s, FILE *log, FILE *notes) {
+    notes_to = notes;
     double t0 = ct_now(), deadline = t0 + budget_s;
     ct_gemm_cfg cand[64];
     int failed[64] = {0};
@@ -290,12 +300,12 @@ int ct_gemm_tune(ct_gemm *g, double budget_s, FILE *log) {
     for (int i = 0; i < nc; i++)
         if (ct_gemm_cfg_check(&cand[i]) || ct_gemm_cfg_fits(g, &cand[i])) {
             failed[i] = 1;
-            fprintf(log, "  skipped: %s\n", ct_last_error());
+            note(log, "  skipped: ", ct_last_error());
         }
     for (int i = 0; i < nc && ct_now() < deadline; i++)
         if (!failed[i] && ct_gemm_prog_get(g, &cand[i]) < 0) {
             failed[i] = 1;
-            fprintf(log, "  skipped: %s\n", ct_last_error());
+            note(log, "  skipped: ", ct_last_error());
         }
     /* each shape's share of what is left follows its multiply-adds (with a
      * floor): on a CPU the large conv products take seconds per candidate
