@@ -60,7 +60,7 @@ for kind in op dynamic opset stride; do
   refused "$kind" "$f" "$want"
 done
 
-for m in mnist-cnn cifar-cnn resnet20 gelu-cnn cifar-cnn-norm mnist-cnn-norm misc-cnn; do
+for m in mnist-cnn cifar-cnn resnet20 gelu-cnn input-res cifar-cnn-norm mnist-cnn-norm misc-cnn; do
   # misc-cnn's GELU is the tanh approximation, which cltrain imports as the exact erf form (up to 3e-4 apart)
   tol=1e-4; [[ $m == misc-cnn ]] && tol=1e-3
   norm=()

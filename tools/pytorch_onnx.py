@@ -7,7 +7,8 @@
       cifar-cnn: a CNN with batch norm, resnet20: residual blocks with
       option-A shortcuts; gelu-cnn: GELU and global max pooling; misc-cnn: a
       strided conv without bias, GELU's tanh formula, Dropout, Reshape before
-      MatMul + Add): weights from seed 1, batch-norm statistics and
+      MatMul + Add; input-res: a residual that adds the model input itself):
+      weights from seed 1, batch-norm statistics and
       affine parameters made non-trivial, exported with torch.onnx.export
       (opset 13, dynamic batch, batch norm kept as nodes) to OUT/NAME.onnx;
       64 test images as OUT/NAME-img/NN.png and
@@ -72,7 +73,19 @@ class MiscCnn(torch.nn.Module):
         return torch.matmul(y, self.w) + self.b
 
 
-MODELS = dict(MODELS, **{"gelu-cnn": GeluCnn, "misc-cnn": MiscCnn})
+class InputRes(torch.nn.Module):
+    """a residual that adds the model input itself: relu(conv(x) + x)"""
+    shape = (3, 8, 8)
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = torch.nn.Conv2d(3, 3, 3, padding=1), torch.nn.Linear(192, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(torch.relu(self.conv(x) + x), 1))
+
+
+MODELS = dict(MODELS, **{"gelu-cnn": GeluCnn, "misc-cnn": MiscCnn, "input-res": InputRes})
 # models trained on torchvision's Normalize(mean, std) after ToTensor: the twin's network, and the
 # normalisation cltrain import takes as --mean/--std (written beside the logits as NAME.norm)
 NORMALIZED = {"cifar-cnn-norm": ("cifar-cnn", (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),

@@ -225,7 +225,9 @@ static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
                             "[shortcut] subsamples an earlier output and appends zero channels", sc, sh, sw, oth->step, oth->padc,
                             cur->c, cur->h, cur->w);
     if (sc > cur->c) return ct_onnx_fail(im, nd, "the earlier output has more channels");
-    return ct_onnx_layer_add(im, nd, CT_L_SHORTCUT, *cur, "[shortcut]\nfrom=%d\n", oth->layer) ? 0 : CT_EINPUT;
+    /* from= counts back when negative, so the model input (layer -1) is written relative: -1 - this layer's index */
+    int from = oth->layer >= 0 ? oth->layer : -1 - im->n_layers;
+    return ct_onnx_layer_add(im, nd, CT_L_SHORTCUT, *cur, "[shortcut]\nfrom=%d\n", from) ? 0 : CT_EINPUT;
 }
 
 const ct_layer_ops ct_layer_shortcut = {
