@@ -10,12 +10,12 @@
 CC      ?= cc
 BUILD   ?= build
 PREFIX  ?= /usr/local
-PKGS    := OpenCL clblast zlib libcurl libcrypto libturbojpeg lapacke
+PKGS    := OpenCL clblast zlib libcurl libcrypto libturbojpeg
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
            -Iinclude -I$(BUILD) -DCL_TARGET_OPENCL_VERSION=120 \
            $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -pthread
-LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lOpenCL -lclblast -lz -lcurl -lcrypto -lturbojpeg -llapacke) -lstdc++ -lm -pthread
+LDLIBS  += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lOpenCL -lclblast -lz -lcurl -lcrypto -lturbojpeg) -ldl -lstdc++ -lm -pthread
 # MPI (data-parallel training over mpirun) when mpicc is found; make MPI=0 turns it off
 MPI     ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
 ifeq ($(MPI),1)

@@ -1,10 +1,32 @@
 /* nn/whiten.c: a whitening convolution's weights from the patch covariance
  * (cltrain/whiten.h). LAPACKE_dsyev (Debian's liblapacke) decomposes the
- * d x d symmetric matrix (d = 12 for 2x2 RGB patches). Tested by tests/test_whiten.c. */
+ * d x d symmetric matrix (d = 12 for 2x2 RGB patches). Tested by tests/test_whiten.c.
+ *
+ * liblapacke is opened here, when a whitening layer is computed, not linked:
+ * Debian's LAPACK is often OpenBLAS, whose library constructor starts a
+ * thread pool in every process that links it, and whose threads never stop
+ * retrying their buffer allocation under a memory limit (`ulimit -v`), so
+ * every cltrain command would pay for one 12x12 decomposition. */
 #include "cltrain/whiten.h"
+#include <dlfcn.h>
 #include <lapacke.h>
 #include <math.h>
 #include <string.h>
+
+typedef lapack_int dsyev_fn(int layout, char jobz, char uplo, lapack_int n, double *a, lapack_int lda, double *w);
+
+/* LAPACKE_dsyev from liblapacke.so.3 (kept open for the process), or NULL with why in *why */
+static dsyev_fn *load_dsyev(const char **why) {
+    static dsyev_fn *fn;
+    if (fn) return fn;
+    void *h = dlopen("liblapacke.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("liblapacke.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) { *why = dlerror(); return NULL; }
+    void *sym = dlsym(h, "LAPACKE_dsyev");
+    if (!sym) { *why = dlerror(); return NULL; }
+    memcpy(&fn, &sym, sizeof fn); /* POSIX: a dlsym result may be used as a function pointer */
+    return fn;
+}
 
 int ct_whiten_layer(const ct_model *m) {
     for (int i = 0; i < m->n_layers; i++)
@@ -36,7 +58,12 @@ int ct_whiten_weights(const ct_layer *L, const double *cov, long n, float *param
     double a[d * d], val[d];
     for (int i = 0; i < d; i++) /* the upper triangle was summed; the mean, mirrored */
         for (int j = 0; j < d; j++) a[i * d + j] = (j >= i ? cov[i * d + j] : cov[j * d + i]) / (double)n;
-    lapack_int info = LAPACKE_dsyev(LAPACK_ROW_MAJOR, 'V', 'U', d, a, d, val);
+    const char *why = "";
+    dsyev_fn *dsyev = load_dsyev(&why);
+    if (!dsyev)
+        return ct_fail(CT_EINPUT, "layer at .cfg line %d: whiten= needs LAPACK (%s); install Debian's liblapacke", L->line,
+                       why ? why : "not found");
+    lapack_int info = dsyev(LAPACK_ROW_MAJOR, 'V', 'U', d, a, d, val);
     if (info) return ct_fail(CT_EIO, "layer at .cfg line %d: whiten=: LAPACK's dsyev failed (info %d)", L->line, (int)info);
     /* dsyev: ascending eigenvalues, eigenvector e in column e of a (row-major); filter f: the (d-1-f)-th */
     float *W = params + L->w_off;
