@@ -164,6 +164,9 @@ run cpu-img-gemm-split cpu CLTRAIN_GEMM=img,4,4,16 -- --conv im2col
 data=(fashion-mnist --data "$tmp/idx" --model "$tmp/bytes.cfg")
 run gpu-bytes-resident gpu -- --resident
 run cpu-bytes cpu -- --producers 0
+# the lookahead's kernel: it averages from the 4th epoch on, every 5 steps
+# (6 steps of 2 images per epoch here: step 20 starts the average, 25 and 30 update it)
+run cpu-bytes-lookahead cpu -- --producers 0 --epochs 5 --steps 30 --optimizer nesterov --lookahead 0.95
 
 # coverage: every kernels/*.cl (but the prelude) built, every kernel it defines launched
 files_missing=() kernels_missing=()
