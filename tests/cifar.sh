@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # cifar.sh: `cltrain cifar10` end to end on a generated CIFAR-format set
 # (tools/make-cifar.c: class-dependent shapes and colours with noise):
-# cifar-cnn with batch norm and augmentation must learn it; eval of its
+# with no --model it trains cifar-fast with its [net]'s recipe (and a set
+# without training images is one line, exit 2); cifar-cnn with batch norm
+# and augmentation must learn the set; eval of its
 # checkpoint applies the same standardisation; resnet20 (residual layers)
 # trains and resumes bit for bit, resnet20b (projection shortcuts) resumes
 # bit for bit too; the fast recipe's augmentation options run; bad input
@@ -16,7 +18,45 @@ n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); echo "not ok $n - $1"; shift; for l in "$@"; do echo "# $l"; done; }
 "$b/tools/make-cifar" "$tmp/cf" --train 400 --test 500 --seed 1 >/dev/null || notok "make-cifar"
-timeout 300 "$bin" cifar10 --data "$tmp/cf" --epochs 2 --batch-size 64 --augment basic --checkpoint "$tmp/c.ckpt" >"$tmp/out" 2>&1
+# `cltrain cifar10` with no --model: cifar-fast and its [net]'s recipe (batch
+# 1024 with whole batches, 10 epochs, Nesterov, ...), its whitening from the
+# images training uses, and its test-time augmentation at the end; one step
+timeout 300 "$bin" cifar10 --data "$tmp/cf" --limit-train 1024 --limit-test 40 --steps 1 >"$tmp/def" 2>&1; rc=$?
+want=("model cifar-fast: input 32x32x3, 10 classes"
+      "training defaults from cifar-fast's [net]: batch-size 1024, drop-last 1, epochs 10, optimizer nesterov, lr 1.5, momentum 0.85, weight-decay 0.0013304348, schedule triangle, label-smoothing 0.2, lookahead 0.95, augment basic, translate 2, flip alternate, tta flip-translate"
+      "recipe: 10 epochs, nesterov lr 1.5 momentum 0.85 weight decay 0.00133043, triangle schedule, label smoothing 0.2, lookahead 0.95, test-time augmentation flip-translate"
+      "training on 1024 images, batch 1024, 1 steps per epoch"
+      "augmentation basic, reflect translation by up to 2, alternating flips"
+      "whitening: layer 0 from the first 1024 training images (984064 2x2 patches; whiten=5000 asks for more: --limit-train leaves no more)"
+      "epoch 1 with test-time augmentation flip-translate: test: 40 images")
+miss=()
+for w in "${want[@]}"; do grep -qF -- "$w" "$tmp/def" || miss+=("missing: $w"); done
+if [[ $rc -eq 0 && ${#miss[@]} -eq 0 ]]; then ok "cltrain cifar10 with no --model: cifar-fast, its [net] recipe, whitening and TTA"
+else notok "cltrain cifar10 with no --model: cifar-fast and its recipe" "exit $rc" "${miss[@]}" "$(tail -3 "$tmp/def")"; fi
+err=$("$bin" cifar10 --data "$tmp/cf" --limit-train 1000 --steps 1 2>&1 >/dev/null); rc=$?
+if [[ $rc -eq 2 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == *"--drop-last (the model's drop_last=1): 1000 training samples make no whole batch of 1024; use a smaller --batch-size"* ]]; then
+  ok "fewer training images than the default's batch of 1024: one line, exit 2 (${err#cltrain: })"
+else notok "fewer training images than the default's batch: one line, exit 2" "exit $rc: $err"; fi
+# cifar100's default is cifar-fast too, its class count fitted to --labels
+# (100 fine or 20 coarse); eval of the checkpoint repeats training's test line
+"$b/tools/make-cifar" "$tmp/c100" --train 256 --test 40 --seed 4 --cifar100 >/dev/null
+for lab in fine:100 coarse:20; do
+  timeout 300 "$bin" cifar100 --data "$tmp/c100" --labels ${lab%%:*} --batch-size 64 --steps 2 --checkpoint "$tmp/c100.ckpt" \
+    >"$tmp/c100.out" 2>&1; rc=$?
+  t=$(sed -n 's/^epoch 1: \(test: .*\)/\1/p' "$tmp/c100.out")
+  e=$(timeout 300 "$bin" eval "$tmp/c100.ckpt" 2>&1 | grep '^test:')
+  if [[ $rc -eq 0 && -n $t && $t == "$e" ]] && grep -q "^model cifar-fast: input 32x32x3, ${lab#*:} classes" "$tmp/c100.out" &&
+     grep -q "^training defaults from cifar-fast's \[net\]: .*epochs 10, optimizer nesterov" "$tmp/c100.out"; then
+    ok "cltrain cifar100 --labels ${lab%%:*}: cifar-fast with ${lab#*:} classes and its recipe; eval agrees ($e)"
+  else notok "cltrain cifar100 --labels ${lab%%:*}: cifar-fast with ${lab#*:} classes" "exit $rc" "training: $t" "eval: $e" \
+    "$(grep -E '^model|^cltrain' "$tmp/c100.out")"; fi
+done
+mkdir -p "$tmp/empty"; cp "$tmp"/cf/* "$tmp/empty/"; for i in 1 2 3 4 5; do : >"$tmp/empty/data_batch_$i.bin"; done
+err=$("$bin" cifar10 --data "$tmp/empty" --steps 1 2>&1 >/dev/null); rc=$?
+if [[ $rc -eq 2 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == *data_batch_1.bin*empty* ]]; then
+  ok "no training images for the default's whitening: one line, exit 2 (${err#cltrain: })"
+else notok "no training images for the default's whitening: one line, exit 2" "exit $rc: $err"; fi
+timeout 300 "$bin" cifar10 --data "$tmp/cf" --model cifar-cnn --epochs 2 --batch-size 64 --augment basic --checkpoint "$tmp/c.ckpt" >"$tmp/out" 2>&1
 rc=$?
 acc=$(sed -n 's/^epoch 2: test: .*accuracy \([0-9.]*\)%.*/\1/p' "$tmp/out")
 if [[ $rc -eq 0 && -n $acc ]] && awk -v a="$acc" 'BEGIN { exit !(a >= 80) }'; then ok "cifar-cnn learns the generated set: $acc% after 2 epochs (want >= 80%)"
@@ -51,21 +91,22 @@ for bad in "--translate 32:--translate 32" "--translate x:--translate" "--flip s
   if [[ $rc -eq 2 && $err == *"${bad#*:}"* && $(printf '%s\n' "$err" | wc -l) -eq 1 ]]; then ok "${bad%%:*}: exit 2 naming it"
   else notok "${bad%%:*}" "exit $rc: $err"; fi
 done
-out=$(timeout 300 "$bin" cifar10 --data "$tmp/cf" --augment basic --translate 2 --flip alternate --tta flip-translate \
+out=$(timeout 300 "$bin" cifar10 --data "$tmp/cf" --model cifar-cnn --augment basic --translate 2 --flip alternate --tta flip-translate \
       --steps 3 --batch-size 16 --limit-test 40 --producers 0 2>&1); rc=$?
 if [[ $rc -eq 0 && $out == *"test:"* ]]; then ok "--translate 2 --flip alternate --tta flip-translate train and evaluate"
 else notok "--translate/--flip/--tta flip-translate" "exit $rc: $(printf '%s\n' "$out" | tail -3)"; fi
 # the fast model's layer keys (tests/fixtures/whiten-small.cfg): the whitening
-# layer is computed at the start from the set's first 300 images ("whitening:"
-# line; --limit-train picks others to train on), the model learns, and
+# layer is computed at the start from the set's first 300 images, which are
+# the ones training uses ("whitening:" line; with fewer, --limit-train's
+# first N, as the default's case above shows), the model learns, and
 # 1 epoch + resume for 1 = 2 epochs straight byte for byte (the bias of the
 # whitening layer stops at epoch 1: the resumed run freezes it too, and does
 # not recompute the whitening)
-wm=("$bin" cifar10 --data "$tmp/cf" --model "$here/tests/fixtures/whiten-small.cfg" --batch-size 50 --limit-train 200
+wm=("$bin" cifar10 --data "$tmp/cf" --model "$here/tests/fixtures/whiten-small.cfg" --batch-size 50 --limit-train 300
     --limit-test 100 --optimizer nesterov --momentum 0.85 --lr 0.2 --weight-decay 5e-3 --augment none --producers 0)
 timeout 300 "${wm[@]}" --epochs 2 --checkpoint "$tmp/w1.ckpt" >"$tmp/w1" 2>&1; rc=$?
 acc=$(sed -n 's/^epoch 2: test: .*accuracy \([0-9.]*\)%.*/\1/p' "$tmp/w1")
-if [[ $rc -eq 0 ]] && grep -q "^whitening: layer 0 from the first 300 training images (288300 2x2 patches)" "$tmp/w1" &&
+if [[ $rc -eq 0 ]] && grep -q "^whitening: layer 0 from the first 300 training images (288300 2x2 patches)$" "$tmp/w1" &&
    awk -v a="$acc" 'BEGIN { exit !(a >= 25) }'; then ok "whitening, dirac, frozen-scale batch norm, scaled head: $acc% after 2 epochs (want >= 25%)"
 else notok "the fast model's layer keys train" "exit $rc, accuracy '$acc'" "$(tail -3 "$tmp/w1")"; fi
 timeout 300 "${wm[@]}" --epochs 1 --quiet --checkpoint "$tmp/w2.ckpt" >/dev/null 2>&1

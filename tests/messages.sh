@@ -42,7 +42,7 @@ for f in "$here"/models/*.cfg; do
   grep -qE "(^|[ ,:])$m(,| |$)" <<<"$help" || missing+=" $m"
 done
 if [[ -z $missing ]]; then ok "--help lists every built-in model"; else notok "--help lists every built-in model" "missing:$missing"; fi
-for pair in mnist:mnist-cnn fashion-mnist:mnist-cnn cifar10:cifar-cnn cifar100:cifar100-cnn images:vgg-small; do
+for pair in mnist:mnist-cnn fashion-mnist:mnist-cnn cifar10:cifar-fast cifar100:cifar-fast images:vgg-small; do
   c=${pair%%:*} m=${pair#*:}
   if "$bin" "$c" --help | grep -q "^Default model: $m\.$" && "$bin" "$c" --help | grep -qE "\[$m\]$"; then
     ok "$c --help: default model $m"

@@ -145,6 +145,8 @@ typedef struct ct_dataset_def {
     int from_files;            /* CT_FILES_IMAGES (a folder, shards or TFRecord files) or CT_FILES_ARRAYS
                                 * (.npz or .npy files): the command's arguments, read by the producers
                                 * (no --resident), and the model is fitted to them */
+    int fit_model;             /* the model is fitted to the data (input shape, class count) as for
+                                * from_files: cifar100's 100 fine or 20 coarse classes (--labels) */
     int standardize;           /* inputs are x / 255, then per-image standardisation (predict, export) */
     int names_classes;         /* the loader names the classes itself (checkpoints hold no names) */
     /* options checked before anything is loaded; NULL: none */

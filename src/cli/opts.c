@@ -306,12 +306,58 @@ void cli_print_options(FILE *f, unsigned cmd, const ct_dataset_def *set) {
     fprintf(f, "  -h, --help              this help\n");
 }
 
+/* the option a [net] training default sets: batch= is --batch-size, _ is - */
+static void recipe_option(const char *key, char *name, size_t cap) {
+    snprintf(name, cap, "%s", !strcmp(key, "batch") ? "batch-size" : key);
+    for (char *p = name; *p; p++) if (*p == '_') *p = '-';
+}
+
+/* text, word-wrapped at 100 columns */
+static void print_wrapped(FILE *f, const char *text) {
+    for (const char *p = text; *p;) {
+        int len = (int)strlen(p), next = len;
+        if (len > 100) {
+            int cut = 100;
+            while (cut > 0 && p[cut] != ' ') cut--;
+            if (cut > 0) len = cut, next = cut + 1;
+        }
+        fprintf(f, "%.*s\n", len, p);
+        p += next;
+    }
+}
+
+/* a training command's default model and the training defaults its [net] gives */
+static void print_default_model(FILE *f, const ct_dataset_def *set) {
+    fprintf(f, "Default model: %s.\n", set->model);
+    ct_model m;
+    if (ct_model_load(&m, set->model)) return; /* a built-in: a bug that tests/messages.sh would show */
+    char text[1024] = "", item[96], name[32];
+    if (set->fit_model)
+        snprintf(text, sizeof text, "%s", set->takes & CT_DS_LABELS ? "Its class count follows --labels (100 fine classes, "
+                 "or 20 coarse ones), as does any --model's." : "Its input shape and class count follow the data's.");
+    if (m.n_recipe) {
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%sIts [net] gives the training defaults (an option "
+                 "given overrides its own; the bracketed defaults below apply where a model's [net] gives none):",
+                 text[0] ? " " : "");
+        for (int i = 0; i < m.n_recipe; i++) {
+            recipe_option(m.recipe[i].key, name, sizeof name);
+            int flag = !strcmp(m.recipe[i].value, "1") && !strcmp(name, "drop-last"); /* an option without a value */
+            snprintf(item, sizeof item, " --%s%s%s", name, flag ? "" : " ", flag ? "" : m.recipe[i].value);
+            snprintf(item + strlen(item), sizeof item - strlen(item), "%s", i + 1 < m.n_recipe ? "," : ".");
+            snprintf(text + strlen(text), sizeof text - strlen(text), "%s", item);
+        }
+    }
+    if (text[0]) print_wrapped(f, text);
+    ct_model_free(&m);
+}
+
 void cli_print_command_help(FILE *f, unsigned cmd, const ct_dataset_def *set) {
     switch (cmd) {
     case CLI_TRAIN:
         if (set) {
-            fprintf(f, "Usage: cltrain %s%s%s [OPTIONS]\n%s\nDefault model: %s.\n\nOptions:\n", set->name, *set->args ? " " : "",
-                    set->args, set->help, set->model);
+            fprintf(f, "Usage: cltrain %s%s%s [OPTIONS]\n%s\n", set->name, *set->args ? " " : "", set->args, set->help);
+            print_default_model(f, set);
+            fprintf(f, "\nOptions:\n");
         } else {
             fprintf(f, "Usage: cltrain DATASET [OPTIONS]\n\nOptions:\n");
         }
@@ -552,8 +598,7 @@ int cli_apply_recipe(cli_opts *co) {
     for (int i = 0; i < m.n_recipe && !rc; i++) {
         const ct_recipe_entry *e = &m.recipe[i];
         char name[32];
-        snprintf(name, sizeof name, "%s", !strcmp(e->key, "batch") ? "batch-size" : e->key);
-        for (char *p = name; *p; p++) if (*p == '_') *p = '-';
+        recipe_option(e->key, name, sizeof name);
         const opt_def *d = NULL;
         for (int k = 0; k < N_OPTS && !d; k++) if (!strcmp(opt_table[k].name, name)) d = &opt_table[k];
         CT_ASSERT(d); /* every key of ct_recipe_keys names an option */

@@ -73,7 +73,7 @@ int cmd_train(const ct_dataset_def *set, int argc, char **argv) {
     cli_opts_for(&c, CLI_TRAIN, set->name, set);
     ct_train_opts *o = &c.train;
     o->model = set->model;
-    o->fit_model = set->from_files != CT_FILES_NONE;
+    o->fit_model = set->from_files != CT_FILES_NONE || set->fit_model;
     ct_tfr_files tf;
     memset(&tf, 0, sizeof tf);
     int rc = set->from_files == CT_FILES_IMAGES ? parse_files(argc, argv, &c, &tf)

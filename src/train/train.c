@@ -176,8 +176,8 @@ static int plan(ct_loop *loop) {
     loop->GB = (int64_t)o->batch * loop->R; /* the global batch: R slices of o->batch */
     loop->spe = (long)ct_steps_per_epoch(loop->n, loop->GB, o->drop_last);
     if (loop->spe < 1)
-        return ct_fail(CT_EINPUT, "--drop-last: %d training samples make no whole batch of %lld; use a smaller --batch-size",
-                       loop->n, (long long)loop->GB);
+        return ct_fail(CT_EINPUT, "--drop-last%s: %d training samples make no whole batch of %lld; use a smaller --batch-size",
+                       o->given & CT_GIVEN_DROP_LAST ? "" : " (the model's drop_last=1)", loop->n, (long long)loop->GB);
     loop->total = (int64_t)loop->spe * o->epochs;
     if (o->max_steps && o->max_steps < loop->total) loop->total = o->max_steps;
     if (loop->g0 >= loop->total)

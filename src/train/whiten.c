@@ -1,9 +1,10 @@
 /* train/whiten.c: a fresh run's whitening layer (cltrain/whiten.h): the
- * first whiten=N training images, in the data set's order and prepared as
- * the model sees them without augmentation (ct_train_opts.plain_src, or the
- * bytes * scale + shift that a set without a source uploads), through the
- * patch covariance into the layer's weights. Tested by tests/test_whiten.c
- * and tests/cli.sh. */
+ * first whiten=N training images (fewer where --limit-train or the set has
+ * fewer: training's images, never others), in the data set's order and
+ * prepared as the model sees them without augmentation
+ * (ct_train_opts.plain_src, or the bytes * scale + shift that a set without a
+ * source uploads), through the patch covariance into the layer's weights.
+ * Tested by tests/test_whiten.c, tests/cifar.sh and tests/images.sh. */
 #include "loop.h"
 #include "cltrain/whiten.h"
 #include <string.h>
@@ -20,7 +21,9 @@ int ct_train_whiten(ct_loop *loop) {
         return ct_fail(CT_EINPUT, "%s:%d: whiten=%d needs the training images as the model sees them, without augmentation, "
                        "which this caller did not give (ct_train_opts.plain_src); leave out whiten=", m->name, L->line,
                        L->whiten);
-    int n = L->whiten < ds->n ? L->whiten : ds->n, B = m->batch, d = L->k * L->k * L->ic;
+    /* the images training uses: --limit-train's first N, never others */
+    int avail = o->limit_train > 0 && o->limit_train < ds->n ? o->limit_train : ds->n;
+    int n = L->whiten < avail ? L->whiten : avail, B = m->batch, d = L->k * L->k * L->ic;
     if (n <= 0) return ct_fail(CT_EINPUT, "%s:%d: whiten=%d: the training set has no images", m->name, L->line, L->whiten);
     size_t sz = (size_t)m->in_h * m->in_w * m->in_c;
     double *cov = ct_xcalloc((size_t)d * d, sizeof *cov);
@@ -48,9 +51,14 @@ int ct_train_whiten(ct_loop *loop) {
     }
     if (!rc) {
         ct_model_set_params(m, p);
-        if (!o->quiet && loop->writer)
-            fprintf(loop->out, "whitening: layer %d from the first %d training images (%ld %dx%d patches)\n", li, n, patches,
+        if (!o->quiet && loop->writer) {
+            fprintf(loop->out, "whitening: layer %d from the first %d training images (%ld %dx%d patches", li, n, patches,
                     L->k, L->k);
+            if (n < L->whiten)
+                fprintf(loop->out, "; whiten=%d asks for more: %s", L->whiten,
+                        avail < ds->n ? "--limit-train leaves no more" : "the training set has no more");
+            fprintf(loop->out, ")\n");
+        }
     }
     free(cov); free(x); free(lab); free(p);
     return rc;
