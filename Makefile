@@ -4,7 +4,8 @@
 #   make test-gpu-class  the device tests again with the kernel shapes a GPU gets (CI runs it)
 #   make run        install, build, train mnist-cnn on Fashion-MNIST for one epoch
 #   make bench      install PyTorch and OpenBLAS, then cltrain bench kernels, train,
-#                   pipeline, MPI scaling and the PyTorch comparison
+#                   pipeline, MPI scaling and the race against PyTorch 2 (its venv from
+#                   PyPI, tools/setup-pytorch2.sh; skipped without the network)
 #   make asan|tsan  the suite under AddressSanitizer / ThreadSanitizer
 #   make fuzz       libFuzzer harnesses of every loader: regression inputs, then a short run each
 CC      ?= cc

@@ -135,6 +135,10 @@ def blas_loaded():
             return "unknown", "no BLAS library mapped"
         path = hits[0]
     low = path.lower()
+    if "libtorch_cpu" in os.path.basename(low):  # PyPI's wheels link their BLAS in (MKL on x86-64)
+        m = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+        if m and m.group(1) in ("mkl", "openblas", "blis"):
+            return m.group(1), path + " (linked in)"
     for key in ("openblas", "mkl", "blis"):
         if key in low:
             return key, path

@@ -10,8 +10,11 @@
 #   tools/setup-deps.sh --bench  also what `make bench` compares against: PyTorch
 #                                and an optimised BLAS for it (Debian's PyTorch runs
 #                                on whatever libblas.so.3 is installed, by default
-#                                the reference one, which is 3x slower), and
-#                                OpenBLAS's SGEMM as the machine's GEMM limit
+#                                the reference one, which is 3x slower), OpenBLAS's
+#                                SGEMM as the machine's GEMM limit, and the
+#                                allocators tools/bench-pytorch.sh tries PyTorch 2
+#                                with (jemalloc, tcmalloc; PyTorch 2 itself comes
+#                                from PyPI, tools/setup-pytorch2.sh)
 set -e
 pkgs="build-essential pkg-config bc xxd ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
 mesa-opencl-icd oclgrind
@@ -22,7 +25,7 @@ fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp
 fonts-arphic-bsmi00lp fonts-wqy-zenhei fonts-wqy-microhei fonts-dejavu-core"
 case "${1:-}" in
   "") ;;
-  --bench) pkgs="$pkgs python3-torch libopenblas0-pthread" ;;
+  --bench) pkgs="$pkgs python3-torch libopenblas0-pthread libjemalloc2 libtcmalloc-minimal4" ;;
   *) echo "tools/setup-deps.sh: unknown option '$1'; expected nothing or --bench" >&2; exit 2 ;;
 esac
 missing=""

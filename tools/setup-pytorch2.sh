@@ -2,8 +2,8 @@
 # setup-pytorch2.sh VENV: a Python virtual environment with the newest
 # PyTorch from PyPI (CPU use only; PyPI's Linux wheel brings its CUDA
 # libraries along, several GB, unused here) for the PyTorch 2 twins and
-# races (tools/pytorch_airbench.py, tools/bench-pytorch.sh with
-# PYTORCH_PYTHON=VENV/bin/python), rather than Debian's python3-torch 1.13.
+# races (tools/pytorch_airbench.py; tools/bench-pytorch.sh BUILD makes and
+# uses BUILD/pt2venv), rather than Debian's python3-torch 1.13.
 # TORCH_SPEC pins a version (default: torch, the newest). Does nothing when
 # VENV already imports torch. Installs python3-venv from Debian if needed.
 set -e
