@@ -1,9 +1,12 @@
-/* test_gemm.c: kernels/gemm.cl, kernels/gemm_local.cl (and the CLBlast
- * path) against ref_gemm on fresh random inputs, outputs poisoned with NaN,
- * sizes 1, primes, edges and the mnist-cnn shapes; transposes, alpha/beta,
- * bias, ReLU, split-K. Every shape runs with EVERY parameter set the tuner
- * can pick (ct_gemm_candidates) and every shipped default (ct_gemm_defaults),
- * split-K shapes also with every chunk the tuner tries. */
+/* test_gemm.c: kernels/gemm.cl, kernels/gemm_local.cl, kernels/gemm_img.cl
+ * (and the CLBlast path) against ref_gemm on fresh random inputs, outputs
+ * poisoned with NaN, sizes 1, primes, edges and the mnist-cnn shapes;
+ * transposes, alpha/beta, bias, ReLU, split-K, a K past the device's loop
+ * limit. Every shape runs with EVERY parameter set the tuner can pick
+ * (ct_gemm_candidates) and every shipped default (ct_gemm_defaults),
+ * split-K shapes also with every chunk the tuner tries; with
+ * CLTRAIN_TEST_SUBSET=device, with the programs the class in force runs on
+ * the device instead (see subset_device). */
 #include "ct_test.h"
 #include "cltrain/gemm.h"
 #include "cltrain/ref.h"
@@ -115,6 +118,23 @@ static void test_native_aliasing_ld(void **state) {
         check_shape(CT_GEMM_NATIVE, 1, tB, 13, 1536, 65, 0.5f, 1.0f, 0, 0, 17);
     }
     check_shape_k(CT_GEMM_NATIVE, 1, 1, 0, 5, 1024, 3000, 1.0f, 0.0f, 0, 0, 18); /* split K */
+}
+
+/* A K longer than a device lets one work-item loop (ct_cl_loop_limit: 65535
+ * iterations in all on Mesa 22.3's llvmpipe, which then leaves the loop and
+ * gives wrong sums or NaN): such a device gets K chunks that fit, and the
+ * products must be right on every device. Thin shapes, so it stays quick. */
+static void test_native_long_k(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_shape(CT_GEMM_NATIVE, 0, 0, 5, 20, 70001, 1.0f, 0.0f, 1, 1, 25);
+    check_shape(CT_GEMM_NATIVE, 1, 0, 3, 17, 66000, 0.5f, 1.0f, 0, 0, 26);
+    int limit = ct_cl_loop_limit(&g_cl);
+    for (int i = 0; i < g_nprogs && limit; i++) { /* each chunk within the limit, by the kernel's own count */
+        ct_gemm_cfg c = g_gemm.progs[g_progs[i]].cfg;
+        int s = ct_gemm_splits(&g_gemm, &c, 0, 5, 20, 70001);
+        assert_true(s > 1 && (70001 + s - 1) / s < limit);
+    }
 }
 
 static void test_native_model_shapes(void **state) {
@@ -250,7 +270,18 @@ static void test_table_row(void **state) {
         while (r->cls && strcmp(r->cls, g_gemm.def_from)) r++;
         assert_non_null(r->cls);
         assert_int_equal(r->type, CL_DEVICE_TYPE_GPU);
-        assert_int_equal(g_gemm.def.variant, CT_GEMM_LOCAL);
+        if (g_gemm.def.variant != CT_GEMM_LOCAL) {
+            /* the row's tile more work-items than the device runs in a group (rusticl on llvmpipe: 32):
+             * the fallback row's register kernel instead, for every shape */
+            ct_gemm_cfg want = r->cfg;
+            assert_true(ct_gemm_prog_get(&g_gemm, &want) < 0);
+            assert_non_null(strstr(ct_last_error(), "work-items per group"));
+            const ct_gemm_default *f = ct_gemm_defaults;
+            while (f[1].cls) f++;
+            assert_int_equal(g_gemm.def.variant, CT_GEMM_REG);
+            assert_memory_equal(g_gemm.def.p, f->cfg.p, sizeof f->cfg.p);
+            fprintf(stderr, "# class gpu: the row's local tile does not fit this device; the register kernel\n");
+        } else assert_int_equal(g_gemm.def.variant, CT_GEMM_LOCAL);
         int prog;
         ct_gemm_cfg c;
         ct_gemm_default_for(&g_gemm, 16, &prog, &c);
@@ -297,10 +328,40 @@ static void test_table_row(void **state) {
     }
 }
 
+/* CLTRAIN_TEST_SUBSET=device: only the programs the class in force runs on
+ * this device without tuning (what ct_gemm_init built: the table row's
+ * default, its narrow and wide kernels, and the register kernel that holds
+ * gemm_reduce and transpose, the fallback when an image view cannot be
+ * made), every shape with each. For a slow second implementation (tests/rusticl.sh:
+ * Mesa's llvmpipe compiles a float16 variant in 10-14 s of CPU and runs
+ * these kernels 20-400x slower than PoCL), where every tuner candidate and
+ * every other row's default would take some 250 s of CPU. Those are not
+ * what the device runs unless `cltrain tune` picks one there. */
+static int subset_device(void) {
+    const char *s = getenv("CLTRAIN_TEST_SUBSET");
+    if (!s || !*s) return 0;
+    if (strcmp(s, "device")) {
+        fprintf(stderr, "# CLTRAIN_TEST_SUBSET=%s: expected 'device' or nothing\n", s);
+        exit(2);
+    }
+    return 1;
+}
+
 static int setup(void **state) {
     ct_test_open(state);
     if (!g_have_cl) return 0;
     assert_int_equal(ct_gemm_init(&g_gemm, &g_cl, CT_GEMM_NATIVE), 0);
+    fprintf(stderr, "# the device's loop limit: %d (0: none below %d)\n", ct_cl_loop_limit(&g_cl), CT_LOOP_PROBE_N);
+    if (subset_device()) {
+        int n = g_gemm.n_progs;
+        for (int i = 0; i < n; i++) add_cfg(&g_gemm.progs[i].cfg);
+        char what[160];
+        for (int i = 0; i < g_nprogs; i++) {
+            ct_gemm_cfg_str(&g_gemm.progs[g_progs[i]].cfg, what, sizeof what);
+            fprintf(stderr, "# CLTRAIN_TEST_SUBSET=device: the class's own program %s\n", what);
+        }
+        return 0;
+    }
     for (int i = 0; i < ct_gemm_n_candidates; i++) add_cfg(&ct_gemm_candidates[i]);
     for (const ct_gemm_default *d = ct_gemm_defaults; d->cls; d++) {
         add_cfg(&d->cfg);
@@ -324,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_native_alpha_beta_bias_relu),
         cmocka_unit_test(test_native_split_k),
         cmocka_unit_test(test_native_aliasing_ld),
+        cmocka_unit_test(test_native_long_k),
         cmocka_unit_test(test_native_model_shapes),
         cmocka_unit_test(test_batched),
         cmocka_unit_test(test_clblast_path),

@@ -42,6 +42,8 @@ typedef struct ct_cl {
     int sync;                /* CLTRAIN_SYNC=1: finish and check after every launch */
     int profile;             /* CLTRAIN_DEBUG>=2: per-kernel times */
     int cache_hits, cache_misses;
+    int loop_limit;          /* ct_cl_loop_limit's answer once probed (0: none found) */
+    int loop_probed;
 } ct_cl;
 
 enum { CT_CLASS_CPU = 0, CT_CLASS_GPU = 1 };
@@ -65,6 +67,20 @@ void ct_cl_tune_db_path(const char *platform, const char *device, int cls, char 
 /* The "speed GFLOPS" line of a tuning database (a training step's achieved
  * GFLOP/s, measured by cltrain tune), or 0 when it has none. */
 double ct_cl_tune_db_speed(const char *path);
+
+/* How many iterations of one simple loop a work-item of this device runs
+ * before the device ends the loop early, or 0 when it ran all of the
+ * probe's CT_LOOP_PROBE_N. Mesa's llvmpipe (rusticl, Mesa 22.3) caps every
+ * loop of a kernel at 65535 iterations in all, counted over all of a
+ * work-item's loops together (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS, a
+ * guard meant for graphics shaders), and then leaves the loops without an
+ * error: a long GEMM or a Winograd tile loop silently gives wrong sums or
+ * NaN. Measured by running a tiny kernel once (on the first call; cached
+ * in cl), so the kernels that loop long can split their work below it
+ * (src/nn/gemm.c) or not run (the fused Winograd kernels). A device
+ * property test, not a vendor string. */
+enum { CT_LOOP_PROBE_N = 1 << 18 };
+int ct_cl_loop_limit(ct_cl *cl);
 
 /* Print every platform and device with the PLATFORM:DEVICE index --device takes. */
 int ct_cl_list(FILE *out);

@@ -705,3 +705,59 @@ void ct_cl_run(ct_cl *cl, cl_kernel k, const char *name, int dims, const size_t 
 
 void ct_cl_finish(ct_cl *cl) { CL_CHECK(clFinish(cl->queue)); }
 
+
+/* ---- the device's loop limit (cl.h) ---- */
+
+/* One work-item counts the iterations of a loop of n (each adds in[i & 15] = 1, so no compiler folds the loop). */
+static const char *loop_probe_src =
+    "__kernel void ct_loop_probe(__global int *out, __global const int *in, const int n) {\n"
+    "    int s = 0;\n"
+    "    for (int i = 0; i < n; i++) s += in[i & 15];\n"
+    "    out[0] = s;\n"
+    "}\n";
+
+static int loop_probe(ct_cl *cl, int n, int *counted) {
+    cl_int e;
+    cl_program p = clCreateProgramWithSource(cl->ctx, 1, &loop_probe_src, NULL, &e);
+    if (e != CL_SUCCESS) return -1;
+    int rc = -1;
+    cl_kernel k = NULL;
+    cl_mem out = NULL, in = NULL;
+    int ones[16], got = -1;
+    for (int i = 0; i < 16; i++) ones[i] = 1;
+    if (clBuildProgram(p, 1, &cl->device, "-cl-std=CL1.2", NULL, NULL) != CL_SUCCESS) goto done;
+    k = clCreateKernel(p, "ct_loop_probe", &e);
+    if (e != CL_SUCCESS) goto done;
+    out = clCreateBuffer(cl->ctx, CL_MEM_WRITE_ONLY, sizeof(int), NULL, &e);
+    if (e != CL_SUCCESS) goto done;
+    in = clCreateBuffer(cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof ones, ones, &e);
+    if (e != CL_SUCCESS) goto done;
+    size_t one = 1;
+    if (clSetKernelArg(k, 0, sizeof out, &out) || clSetKernelArg(k, 1, sizeof in, &in) || clSetKernelArg(k, 2, sizeof n, &n) ||
+        clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &one, &one, 0, NULL, NULL) ||
+        clEnqueueReadBuffer(cl->queue, out, CL_TRUE, 0, sizeof got, &got, 0, NULL, NULL))
+        goto done;
+    *counted = got;
+    rc = 0;
+done:
+    if (in) clReleaseMemObject(in);
+    if (out) clReleaseMemObject(out);
+    if (k) clReleaseKernel(k);
+    clReleaseProgram(p);
+    return rc;
+}
+
+int ct_cl_loop_limit(ct_cl *cl) {
+    if (cl->loop_probed) return cl->loop_limit;
+    cl->loop_probed = 1;
+    int counted = 0;
+    if (loop_probe(cl, CT_LOOP_PROBE_N, &counted)) {
+        CT_DEBUG(1, "the loop-limit probe did not run on this device; assuming no limit");
+        return cl->loop_limit = 0;
+    }
+    cl->loop_limit = counted > 0 && counted < CT_LOOP_PROBE_N ? counted : 0;
+    if (cl->loop_limit)
+        CT_DEBUG(1, "device %s ends a work-item's loops after %d iterations: long loops are split below that",
+                 cl->device_name, cl->loop_limit);
+    return cl->loop_limit;
+}

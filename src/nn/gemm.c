@@ -26,7 +26,36 @@ static void tile_dims(const ct_gemm_cfg *c, int *tm, int *tn) {
     else { *tm = c->p[0]; *tn = c->p[1]; } /* local: the work-group's tile; img: the work-item's */
 }
 
-int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *c, int transA, int M, int N, int K) {
+/* The loop iterations one work-item of c's kernel runs per unit of K, every
+ * loop counted and none taken as unrolled (llvmpipe unrolled gemm_img.cl's
+ * tile loops but not gemm.cl's at TM=8), each loop's exit test counted too:
+ * for a device that ends a work-item's loops after a total number of
+ * iterations (ct_cl_loop_limit). */
+static int k_loop_cost(const ct_gemm_cfg *c) {
+    const int *p = c->p;
+    if (c->variant == CT_GEMM_REG) /* K step; B's vectors (edge tiles: 16 scalar loads each); rows x vectors */
+        return 1 + (p[1] + 1) + 17 * p[1] + (p[0] + 1) + p[0] * (p[1] + 1);
+    if (c->variant == CT_GEMM_IMG) /* K step; A's texels; B's texels; rows x columns */
+        return 1 + (p[0] + 1) + (p[1] + 1) + (p[0] + 1) + p[0] * (p[1] + 1);
+    /* local, per K tile of p[2]: the tile loop, staging A's and B's tiles (vectors of p[5], edge loads and
+     * stores element-wise), and per k of the tile the work-item's p[3] x p[4] outputs */
+    int nthr = (p[0] / p[3]) * (p[1] / p[4]), vec = 1 + 2 * (p[5] + 1);
+    int tile = 1 + (p[2] * p[0] / p[5] / nthr + 1) * vec + (p[2] * p[1] / p[5] / nthr + 1) * vec +
+               p[2] * (1 + (p[3] + 1) + (p[4] + 1) + (p[3] + 1) + p[3] * (p[4] + 1)) + 1;
+    return (tile + p[2] - 1) / p[2];
+}
+
+/* The longest K chunk one work-item of c may take on this device, or 0 for any: under the device's loop
+ * limit with room for the loops before and after the K loop (initialisation, edges, the epilogue). */
+static int loop_kmax(const ct_gemm *g, const ct_gemm_cfg *c) {
+    int limit = g->cl->loop_limit;
+    if (limit <= 0) return 0;
+    int kmax = (limit - 4096) / k_loop_cost(c);
+    return kmax < 16 ? 16 : kmax;
+}
+
+/* splits by the rules below, before the device's loop limit */
+static int splits_wanted(const ct_gemm *g, const ct_gemm_cfg *c, int transA, int M, int N, int K) {
     int tm, tn;
     tile_dims(c, &tm, &tn);
     long tiles = (long)((M + tm - 1) / tm) * ((N + tn - 1) / tn);
@@ -41,6 +70,14 @@ int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *c, int transA, int M, in
     int b_spills = g->cl->is_cpu && c->variant == CT_GEMM_REG && (size_t)K * N * sizeof(float) > GEMM_CPU_CACHE;
     if (!transA && tiles >= busy && !b_spills) return 1;
     int s = (K + c->kchunk - 1) / c->kchunk;
+    return s > 1024 ? 1024 : s;
+}
+
+int ct_gemm_splits(const ct_gemm *g, const ct_gemm_cfg *c, int transA, int M, int N, int K) {
+    int s = splits_wanted(g, c, transA, M, N, K), kmax = loop_kmax(g, c);
+    /* a device that ends long loops early (Mesa 22.3's llvmpipe: 65535 iterations per work-item, cl.h) gets
+     * chunks that fit, whatever the rules wanted: unsplit, TN 5x1024x3000 came out as NaN there at TM=8 */
+    if (kmax && (K + s - 1) / s > kmax) s = (K + kmax - 1) / kmax;
     return s > 1024 ? 1024 : s;
 }
 
@@ -180,6 +217,7 @@ int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode) {
     memset(g, 0, sizeof *g);
     g->cl = cl;
     g->mode = mode;
+    ct_cl_loop_limit(cl); /* probed once per device: ct_gemm_splits reads it */
     g->use_choices = 1;
     const ct_gemm_default *row = table_row(cl);
     g->def = row->cfg;

@@ -27,6 +27,12 @@ static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { 
  * 12 x 16 and 16 x 16 by 5-25%. */
 enum { WINO_FT = 8, WINO_FUSED_C = 64, WINO_DWF_C = 32 };
 
+/* Whether the device ends a work-item's loops early (ct_cl_loop_limit: Mesa 22.3's llvmpipe, 65535 iterations
+ * in all). The fused kernels loop over every tile, channel and point in one work-item: 8x8x64 -> 32 is some
+ * 100000 iterations, and came out as NaN there. Such a device runs the separate kernels, whose work-items loop
+ * over at most one tile's channels. */
+static int loop_capped(const ct_model *m) { return ct_cl_loop_limit(m->cl) > 0; }
+
 /* winograd.cl for L's tile size, built by the first layer that needs it (a
  * model without Winograd layers, or with one tile size, compiles no more) */
 static int wino_build(ct_model *m, const ct_layer *L) {
@@ -36,7 +42,7 @@ static int wino_build(ct_model *m, const ct_layer *L) {
     char opts[128];
     snprintf(opts, sizeof opts, "-DWINO_M=%d%s", CT_CONV_WINO(L) == 4 ? 4 : 2,
              CT_CONV_WINO(L) == 4 && m->cl->is_cpu && m->cl->float_width >= 16 ? " -DWINO_VW=16" : "");
-    if (CT_CONV_WINO(L) == 4 && m->cl->is_cpu) /* the fused kernel, for CPUs only (its private tiles) */
+    if (CT_CONV_WINO(L) == 4 && m->cl->is_cpu && !loop_capped(m)) /* the fused kernels, for CPUs only (their private tiles) */
         snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DWINO_FUSED -DFT=%d -DWINO_FUSED_C=%d -DWINO_DWF_C=%d",
                  WINO_FT, WINO_FUSED_C, WINO_DWF_C);
     int rc = ct_cl_build(m->cl, &w->p, "winograd.cl", opts);
@@ -48,7 +54,7 @@ static int wino_build(ct_model *m, const ct_layer *L) {
     w->dw = ct_cl_kernel(w->p, "wino_dw");
     w->w16 = ct_cl_kernel(w->p, "wino_w16");
     w->dw16 = ct_cl_kernel(w->p, "wino_dw16");
-    if (CT_CONV_WINO(L) == 4 && m->cl->is_cpu) {
+    if (CT_CONV_WINO(L) == 4 && m->cl->is_cpu && !loop_capped(m)) {
         w->fused = ct_cl_kernel(w->p, "wino_fused");
         w->dw_fused = ct_cl_kernel(w->p, "wino_dw_fused");
     }
@@ -63,7 +69,8 @@ static int wino_build(ct_model *m, const ct_layer *L) {
  * ones 1.7 -> 1.1-1.3, mnist-cnn's 32 -> 64 8.9 -> 4.7 ms. At 128 input
  * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7). */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
-    return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C;
+    return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C &&
+           !loop_capped(m);
 }
 
 /* Whether L's weight gradient runs as wino_dw_fused: on a CPU, F(4x4), at
@@ -71,7 +78,7 @@ static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
  * outputs a multiple of 16. */
 static int dw_fused(const ct_model *m, const ct_layer *L) {
     return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && L->ic <= WINO_DWF_C && L->oc <= WINO_DWF_C &&
-           L->oc % 16 == 0;
+           L->oc % 16 == 0 && !loop_capped(m);
 }
 
 /* wino_dw_fused's work-items for T tiles (a few per compute unit) and the tiles each takes */
