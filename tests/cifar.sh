@@ -38,17 +38,21 @@ if [[ $rc -eq 2 && $(printf '%s\n' "$err" | wc -l) -eq 1 && $err == *"--drop-las
   ok "fewer training images than the default's batch of 1024: one line, exit 2 (${err#cltrain: })"
 else notok "fewer training images than the default's batch: one line, exit 2" "exit $rc: $err"; fi
 # cifar100's default is cifar-fast too, its class count fitted to --labels
-# (100 fine or 20 coarse); eval of the checkpoint repeats training's test line
+# (100 fine or 20 coarse); eval of the checkpoint repeats training's last
+# test line, the one with the [net]'s test-time augmentation (--tta none: the
+# plain one)
 "$b/tools/make-cifar" "$tmp/c100" --train 256 --test 40 --seed 4 --cifar100 >/dev/null
 for lab in fine:100 coarse:20; do
   timeout 300 "$bin" cifar100 --data "$tmp/c100" --labels ${lab%%:*} --batch-size 64 --steps 2 --checkpoint "$tmp/c100.ckpt" \
     >"$tmp/c100.out" 2>&1; rc=$?
-  t=$(sed -n 's/^epoch 1: \(test: .*\)/\1/p' "$tmp/c100.out")
+  t=$(sed -n 's/^epoch 1 with test-time augmentation flip-translate: \(test: .*\)/\1/p' "$tmp/c100.out")
+  tp=$(sed -n 's/^epoch 1: \(test: .*\)/\1/p' "$tmp/c100.out")
   e=$(timeout 300 "$bin" eval "$tmp/c100.ckpt" 2>&1 | grep '^test:')
-  if [[ $rc -eq 0 && -n $t && $t == "$e" ]] && grep -q "^model cifar-fast: input 32x32x3, ${lab#*:} classes" "$tmp/c100.out" &&
+  ep=$(timeout 300 "$bin" eval "$tmp/c100.ckpt" --tta none 2>&1 | grep '^test:')
+  if [[ $rc -eq 0 && -n $t && $t == "$e" && -n $tp && $tp == "$ep" ]] && grep -q "^model cifar-fast: input 32x32x3, ${lab#*:} classes" "$tmp/c100.out" &&
      grep -q "^training defaults from cifar-fast's \[net\]: .*epochs 10, optimizer nesterov" "$tmp/c100.out"; then
-    ok "cltrain cifar100 --labels ${lab%%:*}: cifar-fast with ${lab#*:} classes and its recipe; eval agrees ($e)"
-  else notok "cltrain cifar100 --labels ${lab%%:*}: cifar-fast with ${lab#*:} classes" "exit $rc" "training: $t" "eval: $e" \
+    ok "cltrain cifar100 --labels ${lab%%:*}: cifar-fast with ${lab#*:} classes and its recipe; eval agrees ($e; --tta none: $ep)"
+  else notok "cltrain cifar100 --labels ${lab%%:*}: cifar-fast with ${lab#*:} classes" "exit $rc" "training: $t / $tp" "eval: $e / $ep" \
     "$(grep -E '^model|^cltrain' "$tmp/c100.out")"; fi
 done
 mkdir -p "$tmp/empty"; cp "$tmp"/cf/* "$tmp/empty/"; for i in 1 2 3 4 5; do : >"$tmp/empty/data_batch_$i.bin"; done

@@ -66,6 +66,9 @@ int cli_apply_recipe(cli_opts *c);
 /* Load --model (or the --resume / --init checkpoint's model) once and drop
  * it, so a bad one fails before seconds of data loading; *prep: its input
  * preparation ([net] mean= and std=), for ct_data_prepare. */
+/* eval without --tta: the model's [net] tta= (the evaluation its training
+ * ended with) into c->train.tta; 1 when it set it */
+int cli_model_tta(cli_opts *c, const ct_model *m);
 int cli_check_model(const ct_train_opts *o, ct_prep *prep);
 
 /* the commands (main.c dispatches) and the help of those with their own options */

@@ -68,7 +68,6 @@ int cmd_eval(int argc, char **argv) {
         ct_ckpt_free(&ck);
         return cli_fail(rc);
     }
-    tta_warning(set, o->tta);
     ct_model m;
     ct_cl cl;
     ct_data d;
@@ -78,6 +77,8 @@ int cmd_eval(int argc, char **argv) {
     /* the model first: image sets are decoded at its input size */
     rc = ct_model_parse(&m, ck.cfg, ck.model_name);
     if (!rc && m.n_params != ck.n_params) rc = ct_fail(CT_EINPUT, "%s: parameter count does not match its model", path);
+    int model_tta = !rc && cli_model_tta(&c, &m);
+    if (!rc) tta_warning(set, o->tta);
     if (!rc && (rc = ct_data_reopen(&d, set, &ck.data, data, ck.seed, m.in_h, m.in_c)) && !c.data.path && rc == CT_EINPUT &&
         access(data, F_OK) != 0) {
         char why[600];
@@ -99,6 +100,9 @@ int cmd_eval(int argc, char **argv) {
         rc = ct_evaluate(&m, test, d.src[1], o->limit_test, scale, shift, o->tta, &ev);
         printf("%s: model %s, %d parameters, trained %lld step%s on %s\n", path, ck.model_name, (int)ck.n_params,
                (long long)ck.next_batch, ck.next_batch == 1 ? "" : "s", d.name);
+        if (model_tta)
+            printf("test-time augmentation %s, as %s's [net] asks (training's last evaluation; --tta none: without)\n",
+                   o->tta == CT_TTA_FLIP ? "flip" : "flip-translate", ck.model_name);
         ct_eval_print(&ev, test->class_names, stdout, 1);
         if (!rc && c.confusion_png) {
             char title[300];

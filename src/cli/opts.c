@@ -121,7 +121,8 @@ static const opt_def opt_table[] = {
     {"tta", 1, O_TTA, T | E, 0, "none|flip|flip-translate",
      "evaluation: average the logits of each image and its mirror (flip-translate:\n"
      "and of both shifted 1 pixel up-left and down-right); training: at the end,\n"
-     "after the plain evaluation (each epoch's is plain) [none]"},
+     "after the plain evaluation (each epoch's is plain) [the model's [net] tta=,\n"
+     "else none; eval: the checkpoint's model's]"},
     {"augment", 1, O_AUGMENT, T, CT_DS_AUGMENT, "none|shift|basic|full",
      "shift: padded crop (translation), no flip; basic: crop + flip;\n"
      "full: + brightness/contrast [cifar: full, standardised unless the model's\n"
@@ -639,6 +640,13 @@ int cli_apply_recipe(cli_opts *co) {
     }
     ct_model_free(&m);
     return rc;
+}
+
+int cli_model_tta(cli_opts *co, const ct_model *m) {
+    if (co->seen[O_TTA - O_MODEL]) return 0;
+    for (int i = 0; i < m->n_recipe; i++)
+        if (!strcmp(m->recipe[i].key, "tta")) return !ct_tta_parse(m->recipe[i].value, &co->train.tta);
+    return 0;
 }
 
 int cli_check_model(const ct_train_opts *o, ct_prep *prep) {
