@@ -48,6 +48,12 @@ for pair in mnist:mnist-cnn fashion-mnist:mnist-cnn cifar10:cifar-fast cifar100:
     ok "$c --help: default model $m"
   else notok "$c --help: default model $m" "$("$bin" "$c" --help | grep -E 'model' | head -3)"; fi
 done
+# a default model whose [net] gives training defaults: --help lists them, from the .cfg
+h=$("$bin" cifar10 --help | tr '\n' ' ')
+if [[ $h == *"Its [net] gives the training defaults"*"--batch-size 1024, --drop-last, --epochs 10, --optimizer nesterov, --lr 1.5,"* ]] &&
+   "$bin" cifar100 --help | grep -q "^Its class count follows --labels" && ! "$bin" mnist --help | grep -q "gives the training defaults"; then
+  ok "cifar10 and cifar100 --help: cifar-fast's [net] training defaults; cifar100's class count; none for mnist-cnn"
+else notok "--help lists the default model's [net] training defaults" "$("$bin" cifar10 --help | sed -n 3,8p)"; fi
 for o in adam adamw sgd nesterov; do
   if grep -qE " $o: " <<<"$help"; then ok "--help describes optimizer $o"; else notok "--help describes optimizer $o"; fi
 done
