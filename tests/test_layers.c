@@ -14,7 +14,8 @@
  * multiple of 16 (the kernels' float16 paths) and not, partial batches, and
  * mnist-cnn at batch 4.
  * Also: softmax cross-entropy (large logits, ties), Adam and SGD over several
- * steps, u8 input conversion, accumulation semantics, the non-finite check.
+ * steps, u8 input conversion, the split activation's kernels (act_fwd,
+ * act_bwd), accumulation semantics, the non-finite check.
  * Skipped without an OpenCL device. */
 #include "ct_test.h"
 #include "cltrain/layer.h"
@@ -1069,6 +1070,70 @@ static void test_u8_input(void **state) {
     ct_model_free(&m);
 }
 
+/* ---------------- the split activation's kernels ---------------- */
+
+/* act_fwd and act_bwd (kernels/ops.cl) against ref_act / ref_act_bwd, one
+ * float per work-item and sixteen (vw 16, n a multiple of 16), with every
+ * activation, on fresh random inputs: past n, y and dz hold -7.5 (which
+ * ReLU and GELU would change) and z NaN, none of which may change; z is
+ * poisoned throughout before act_fwd (it must keep the input exactly). */
+static void test_act_kernels(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_model m;
+    make_model(&m, "[net]\nheight=1\nwidth=1\nchannels=2\nclasses=2\n[dense]\noutputs=2\n[softmax]\n", 1);
+    static const int ns[] = {1, 15, 16, 48, 1584, 4099};
+    const size_t cap = 4099 + 32;
+    cl_mem by = NULL, bz = NULL;
+    assert_int_equal(ct_cl_alloc(&g_cl, &by, cap * 4, "test y"), 0);
+    assert_int_equal(ct_cl_alloc(&g_cl, &bz, cap * 4, "test z"), 0);
+    ct_rng g = ct_rng_make(1300, 0, 0);
+    float *x = malloc(cap * 4), *t = malloc(cap * 4), *want = malloc(cap * 4);
+    int tried16 = 0;
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+        for (int act = CT_ACT_LINEAR; act <= CT_ACT_GELU; act++)
+            for (int vw = 1; vw <= 16; vw += 15) {
+                int n = ns[k];
+                if (n % vw) continue;
+                tried16 += vw == 16;
+                char what[96];
+                /* forward: y = act(y), z = the input */
+                ct_fill_rand(x, cap, &g, 4.0f);
+                for (size_t j = (size_t)n; j < cap; j++) x[j] = -7.5f;
+                ct_cl_write(&g_cl, by, 0, cap * 4, x);
+                dev_poison(bz, cap);
+                size_t gws = (size_t)(n / vw);
+                ct_kargs(m.k_act_fwd, by, bz, act, n, vw);
+                ct_cl_run(&g_cl, m.k_act_fwd, "act_fwd", 1, &gws, NULL);
+                float *y = dev_read(by, cap), *z = dev_read(bz, cap);
+                for (int j = 0; j < n; j++) want[j] = (float)ref_act(x[j], act);
+                snprintf(what, sizeof what, "act_fwd %s n %d vw %d", ct_activations[act].name, n, vw);
+                assert_true(ct_compare(what, y, want, (size_t)n, 1e-5, 1e-6));
+                for (int j = 0; j < n; j++) assert_memory_equal(&z[j], &x[j], 4);
+                for (size_t j = (size_t)n; j < cap; j++) assert_true(y[j] == -7.5f && isnan(z[j]));
+                free(y); free(z);
+                /* backward: dz = dz * act'(t), t the output (ReLU) or the input (GELU) */
+                ct_fill_rand(x, cap, &g, 1.0f);
+                ct_fill_rand(t, cap, &g, 4.0f);
+                for (size_t j = (size_t)n; j < cap; j++) x[j] = -7.5f, t[j] = -1.0f;
+                ct_cl_write(&g_cl, by, 0, cap * 4, x);
+                ct_cl_write(&g_cl, bz, 0, cap * 4, t);
+                ct_kargs(m.k_act_bwd, by, bz, act, n, vw);
+                ct_cl_run(&g_cl, m.k_act_bwd, "act_bwd", 1, &gws, NULL);
+                float *dz = dev_read(by, cap);
+                for (int j = 0; j < n; j++) want[j] = (float)ref_act_bwd(x[j], t[j], act);
+                snprintf(what, sizeof what, "act_bwd %s n %d vw %d", ct_activations[act].name, n, vw);
+                assert_true(ct_compare(what, dz, want, (size_t)n, 1e-5, 1e-6));
+                for (size_t j = (size_t)n; j < cap; j++) assert_true(dz[j] == -7.5f);
+                free(dz);
+            }
+    assert_true(tried16 > 0);
+    free(x); free(t); free(want);
+    ct_cl_release(&by);
+    ct_cl_release(&bz);
+    ct_model_free(&m);
+}
+
 /* ---------------- accumulation and the whole passes ---------------- */
 
 /* Parameter gradients accumulate: a second backward without zero_grad
@@ -1155,6 +1220,7 @@ int main(void) {
         cmocka_unit_test(test_optim_groups),
         cmocka_unit_test(test_optim_table),
         cmocka_unit_test(test_u8_input),
+        cmocka_unit_test(test_act_kernels),
         cmocka_unit_test(test_accumulation),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);

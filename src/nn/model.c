@@ -234,8 +234,10 @@ void ct_layer_forward(ct_model *m, int i, int B) {
     ct_layer_ops_of(L)->forward(m, i, ct_layer_output(m, i - 1), B);
     if (ct_fused_act(m, L) != L->act) { /* split: the kernels wrote the pre-activation */
         size_t n = (size_t)B * ct_out_size(L);
-        ct_kargs(m->k_act_fwd, L->out, L->act_in, L->act, (int)n);
-        ct_cl_run(m->cl, m->k_act_fwd, "act_fwd", 1, &n, NULL);
+        int vw = ct_channel_vw(m, (int)n);
+        size_t gws = n / (size_t)vw;
+        ct_kargs(m->k_act_fwd, L->out, L->act_in, L->act, (int)n, vw);
+        ct_cl_run(m->cl, m->k_act_fwd, "act_fwd", 1, &gws, NULL);
     }
 }
 
@@ -271,8 +273,10 @@ void ct_layer_backward(ct_model *m, int i, int B) {
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
     if (L->act != CT_ACT_LINEAR && !L->relu_next && !ct_layer_ops_of(L)->act_inside) {
         size_t n = (size_t)B * ct_out_size(L);
-        ct_kargs(m->k_act_bwd, dy, ct_activations[L->act].grad_reads_input ? L->act_in : L->out, L->act, (int)n);
-        ct_cl_run(m->cl, m->k_act_bwd, "act_bwd", 1, &n, NULL);
+        int vw = ct_channel_vw(m, (int)n);
+        size_t gws = n / (size_t)vw;
+        ct_kargs(m->k_act_bwd, dy, ct_activations[L->act].grad_reads_input ? L->act_in : L->out, L->act, (int)n, vw);
+        ct_cl_run(m->cl, m->k_act_bwd, "act_bwd", 1, &gws, NULL);
     }
     ct_layer_ops_of(L)->backward(m, i, ct_layer_output(m, i - 1), dy, B);
     if (!L->dx) return;
