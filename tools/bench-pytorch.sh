@@ -190,7 +190,7 @@ for model in $models; do
     for w in $waits; do
         if [[ $w == default ]]; then try_env "$m0 malloc" "$e0"; else try_env "$m0 malloc, ${w,,} OpenMP wait" "$e0 OMP_WAIT_POLICY=$w"; fi
     done
-    if [[ $best_env == *OMP_WAIT_POLICY=* ]]; then wait_env=OMP_WAIT_POLICY=${best_env##*OMP_WAIT_POLICY=} wait_m=", ${wait_env##*=} OpenMP wait"; wait_m=${wait_m,,}; fi
+    if [[ $best_env == *OMP_WAIT_POLICY=* ]]; then wait_env=OMP_WAIT_POLICY=${best_env##*OMP_WAIT_POLICY=} wait_m=", ${wait_env##*=}"; wait_m="${wait_m,,} OpenMP wait"; fi
     for me in "${mallocs[@]:1}"; do
         try_env "${me%%=*} malloc$wait_m" "${me#*=} $wait_env"
     done
