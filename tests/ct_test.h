@@ -40,6 +40,25 @@ static inline int ct_test_close(void **state) {
 }
 #define CT_NEED_CL() do { if (!g_have_cl) skip(); } while (0)
 
+/* CLTRAIN_TEST_SUBSET=device: the kernel tests check a stated subset (each
+ * test says which and why: what the class in force runs on the device, and
+ * one case per kernel variant of the others) for a slow second OpenCL
+ * implementation (tests/rusticl.sh: Mesa's llvmpipe compiles each kernel
+ * variant in 10-40 s and runs it 20-400x slower than PoCL). Unset: all of
+ * it, as every PoCL pass runs. Any other value: one line and exit 2. */
+static inline int ct_test_subset(void) {
+    static int said = -1;
+    if (said >= 0) return said;
+    const char *s = getenv("CLTRAIN_TEST_SUBSET");
+    said = s && *s;
+    if (said && strcmp(s, "device")) {
+        fprintf(stderr, "# CLTRAIN_TEST_SUBSET=%s: expected 'device' or nothing\n", s);
+        exit(2);
+    }
+    if (said) fprintf(stderr, "# CLTRAIN_TEST_SUBSET=device: a subset runs (each test says which)\n");
+    return said;
+}
+
 static inline void ct_fill_rand(float *x, size_t n, ct_rng *r, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = (2.0f * ct_rng_uniform(r) - 1.0f) * scale;
 }

@@ -337,15 +337,7 @@ static void test_table_row(void **state) {
  * these kernels 20-400x slower than PoCL), where every tuner candidate and
  * every other row's default would take some 250 s of CPU. Those are not
  * what the device runs unless `cltrain tune` picks one there. */
-static int subset_device(void) {
-    const char *s = getenv("CLTRAIN_TEST_SUBSET");
-    if (!s || !*s) return 0;
-    if (strcmp(s, "device")) {
-        fprintf(stderr, "# CLTRAIN_TEST_SUBSET=%s: expected 'device' or nothing\n", s);
-        exit(2);
-    }
-    return 1;
-}
+static int subset_device(void) { return ct_test_subset(); }
 
 static int setup(void **state) {
     ct_test_open(state);

@@ -111,8 +111,11 @@ static void check_layer(ct_model *m, int i, int B, ct_rng *g, const float *P) {
     snprintf(tag + n, sizeof tag - (size_t)n, "%s%s", L->act ? " " : "", L->act ? ct_activations[L->act].name : "");
     float *x = dev_read(i == 0 ? m->input : m->layers[i - 1].out, nin);
     const float *W = P + L->w_off, *bias = L->n_b ? P + L->b_off : NULL; /* bias=0: none */
-    if (L->type == CT_L_CONV) { /* the --conv rule; under auto it depends on the device class (is_cpu: class cpu) */
-        int s1 = L->k == 3 && L->stride == 1, kk = L->k * L->k * L->ic, a = m->conv_algo, cpu_auto = a == CT_CONV_AUTO && g_cl.is_cpu;
+    if (L->type == CT_L_CONV) { /* the --conv rule; under auto it depends on the device class (is_cpu: class cpu) and,
+                                  * in class cpu, on the GEMM: a device whose default is the image kernel (native
+                                  * float vector width 1: llvmpipe) runs im2col + that GEMM (src/nn/layers/conv.c) */
+        int s1 = L->k == 3 && L->stride == 1, kk = L->k * L->k * L->ic, a = m->conv_algo;
+        int cpu_auto = a == CT_CONV_AUTO && g_cl.is_cpu && m->gemm.def.variant != CT_GEMM_IMG;
         /* direct: outputs in 16s (and <= 16384 inputs per output); on a CPU under auto where not Winograd */
         int fits = L->oc % 16 == 0 && kk <= 16384, wino_auto = cpu_auto && s1 && L->ic >= 8;
         int direct = fits && (a == CT_CONV_DIRECT || (cpu_auto && (kk <= 32 || !wino_auto)));
@@ -295,6 +298,18 @@ static int run_conv_cases(const conv_case *cases, size_t n, uint64_t seed, int f
     return wino + direct;
 }
 
+/* the cases at pick[] under CLTRAIN_TEST_SUBSET=device (ct_test.h), else all of them, as run_conv_cases */
+static int run_conv_pick(const conv_case *cases, size_t n, const int *pick, size_t npick, uint64_t seed, int first_layer) {
+    if (!ct_test_subset()) return run_conv_cases(cases, n, seed, first_layer);
+    conv_case sel[16];
+    assert_true(npick <= sizeof sel / sizeof *sel);
+    for (size_t i = 0; i < npick; i++) {
+        assert_true(pick[i] >= 0 && (size_t)pick[i] < n);
+        sel[i] = cases[pick[i]];
+    }
+    return run_conv_cases(sel, npick, seed, first_layer);
+}
+
 static void test_conv(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -328,19 +343,26 @@ static void test_conv_winograd(void **state) {
         {1, 1, 4, 4, 256, 256, 3, 1, 1, 1}, /* 256 x 256 weights: the weight kernels' work-groups (a crash once) */
     };
     static const int algos[] = {CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
+    /* CLTRAIN_TEST_SUBSET=device: four of the Winograd cases (17 -> 33 channels: the scalar channel
+     * tails; 24 -> 29: the 8-wide ones; pad 3; 64 -> 32, once NaN where loops are capped), each tile size,
+     * and no shared cases (those not 3x3 stride 1 are test_conv's im2col); the unfused F(4x4) pass is
+     * skipped where the device caps loops, since F(4x4) runs unfused there anyway */
+    static const int wpick[] = {2, 3, 7, 12};
+    int subset = ct_test_subset(), capped = ct_cl_loop_limit(&g_cl) > 0;
     for (int a = 0; a < 3; a++) { /* F(2x2), F(4x4), F(4x4) never fused */
+        if (subset && a == 2 && capped) continue;
         g_conv_algo = algos[a > 0];
         g_wino_unfused = a == 2;
-        int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300 + 1000 * a, 0);
-        n += run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 400 + 1000 * a, 1);
+        int n = subset ? 0 : run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300 + 1000 * a, 0);
+        n += run_conv_pick(wcases, sizeof wcases / sizeof *wcases, wpick, 4, 400 + 1000 * a, 1);
         fprintf(stderr, "# F(%dx%d, 3x3)%s: %d cases ran as Winograd\n", 2 + 2 * (a > 0), 2 + 2 * (a > 0),
                 a == 2 ? " unfused" : "", n);
-        assert_int_equal(n, 5 + 15);
+        assert_int_equal(n, subset ? 4 : 5 + 15);
     }
     g_wino_unfused = 0;
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */
     g_conv_algo = CT_CONV_AUTO;
-    run_conv_cases(wcases, sizeof wcases / sizeof *wcases, 500, 0);
+    run_conv_pick(wcases, sizeof wcases / sizeof *wcases, wpick, 4, 500, 0);
     g_conv_algo = CT_CONV_IM2COL;
 }
 
@@ -374,14 +396,23 @@ static void test_conv_direct(void **state) {
         {3, 3, 5, 5, 24, 16, 1, 1, 0, 1},  /* 1x1 with 24 channels: 24 inputs, in registers */
         {2, 2, 6, 7, 40, 16, 1, 2, 0, 1},  /* 1x1 stride 2, 40 channels: five runs of 8 */
         {2, 2, 9, 9, 16, 16, 3, 1, 1, 1},  /* 3x3 stride 1: Winograd's under auto */
+        /* RGB 3x3 at batch 32: 25088 pixels, whose weight-gradient strips are longer than a device that ends a
+         * work-item's loops after 65535 iterations (ct_cl_loop_limit: llvmpipe) runs unless split (the build
+         * of the first case: no compilation more) */
+        {32, 32, 28, 28, 3, 16, 3, 1, 1, 2},
     };
+    /* CLTRAIN_TEST_SUBSET=device: every kernel of conv_direct.cl in two builds (each shape is a build of its
+     * own, 30-60 s on llvmpipe): RGB 3x3 with borders (direct_fwd, direct_dw), the same at batch 32 (long
+     * strips), and 32 -> 64 at stride 2 over four output vectors (direct_dw_taps, direct_wt, direct_dx) */
+    static const int dpick[] = {0, 18, 13};
+    int subset = ct_test_subset();
     g_conv_algo = CT_CONV_DIRECT;
-    int n = run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 600, 0);
-    n += run_conv_cases(dcases, sizeof dcases / sizeof *dcases, 700, 1);
+    int n = subset ? 0 : run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 600, 0);
+    n += run_conv_pick(dcases, sizeof dcases / sizeof *dcases, dpick, 3, 700, 1);
     fprintf(stderr, "# --conv direct: %d cases ran as the direct kernel\n", n);
-    assert_int_equal(n, 18);
+    assert_int_equal(n, subset ? 3 : 19);
     g_conv_algo = CT_CONV_AUTO;
-    run_conv_cases(dcases, sizeof dcases / sizeof *dcases, 800, 1);
+    run_conv_pick(dcases, sizeof dcases / sizeof *dcases, dpick, 3, 800, 1);
     g_conv_algo = CT_CONV_IM2COL;
 }
 
@@ -401,10 +432,13 @@ static void test_conv_no_bias(void **state) {
         {3, 2, 6, 5, 5, 7, 3, 2, 1, 0},
     };
     static const int algos[] = {CT_CONV_IM2COL, CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4, CT_CONV_DIRECT, CT_CONV_AUTO};
-    int wino = 0, direct = 0;
+    /* CLTRAIN_TEST_SUBSET=device: RGB 3x3, whose direct build test_conv_direct's subset has made */
+    static const size_t pick[] = {3};
+    int wino = 0, direct = 0, subset = ct_test_subset();
     for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
         g_conv_algo = algos[a];
-        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        for (size_t i = 0; i < (subset ? 1 : sizeof cases / sizeof *cases); i++) {
+            size_t c = subset ? pick[i] : i;
             const conv_case *t = &cases[c];
             char cfg[512];
             snprintf(cfg, sizeof cfg,
@@ -422,7 +456,7 @@ static void test_conv_no_bias(void **state) {
         }
     }
     fprintf(stderr, "# bias=0: %d cases ran as Winograd, %d as the direct kernel\n", wino, direct);
-    assert_true(wino >= 4 && direct >= 3);
+    assert_true(subset ? wino >= 2 && direct >= 1 : wino >= 4 && direct >= 3);
     g_conv_algo = CT_CONV_IM2COL;
 }
 

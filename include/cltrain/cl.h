@@ -7,6 +7,7 @@
 #ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120
 #endif
+#include <limits.h>
 #include <CL/cl.h>
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
@@ -79,8 +80,16 @@ double ct_cl_tune_db_speed(const char *path);
  * in cl), so the kernels that loop long can split their work below it
  * (src/nn/gemm.c) or not run (the fused Winograd kernels). A device
  * property test, not a vendor string. */
-enum { CT_LOOP_PROBE_N = 1 << 18 };
+enum { CT_LOOP_PROBE_N = 1 << 18, CT_LOOP_SLACK = 4096 };
 int ct_cl_loop_limit(ct_cl *cl);
+/* How many pieces of work of `cost` loop iterations each one work-item may
+ * take on this device, CT_LOOP_SLACK iterations left for its other loops
+ * (0: not even one); LONG_MAX when the device has no loop limit. */
+static inline long ct_cl_loop_room(ct_cl *cl, long cost) {
+    int limit = ct_cl_loop_limit(cl);
+    if (limit <= 0) return LONG_MAX;
+    return limit > CT_LOOP_SLACK ? (limit - CT_LOOP_SLACK) / (cost > 0 ? cost : 1) : 0;
+}
 
 /* Print every platform and device with the PLATFORM:DEVICE index --device takes. */
 int ct_cl_list(FILE *out);

@@ -48,10 +48,9 @@ static int k_loop_cost(const ct_gemm_cfg *c) {
 /* The longest K chunk one work-item of c may take on this device, or 0 for any: under the device's loop
  * limit with room for the loops before and after the K loop (initialisation, edges, the epilogue). */
 static int loop_kmax(const ct_gemm *g, const ct_gemm_cfg *c) {
-    int limit = g->cl->loop_limit;
-    if (limit <= 0) return 0;
-    int kmax = (limit - 4096) / k_loop_cost(c);
-    return kmax < 16 ? 16 : kmax;
+    long kmax = ct_cl_loop_room(g->cl, k_loop_cost(c));
+    if (kmax == LONG_MAX) return 0;
+    return kmax < 16 ? 16 : (int)kmax;
 }
 
 /* splits by the rules below, before the device's loop limit */

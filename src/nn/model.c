@@ -298,6 +298,8 @@ static void enqueue_nonfinite(ct_model *m, cl_mem x, size_t off, size_t n) {
     int io = (int)off, in = (int)n, contiguous = m->cl->is_cpu;
     ct_kargs(m->k_nonfinite, m->flag, x, io, in, contiguous);
     size_t gws = 1024;
+    long room = ct_cl_loop_room(m->cl, 1); /* a device that ends long loops early (cl.h): more work-items */
+    if ((long)((n + gws - 1) / gws) > room && room > 0) gws = (n + (size_t)room - 1) / (size_t)room;
     ct_cl_run(m->cl, m->k_nonfinite, "nonfinite", 1, &gws, NULL);
 }
 

@@ -172,7 +172,7 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
         ct_layer_gemm_dw(m, L, col, dy, rows, kk);
     }
     if (!L->dx) return;
-    if (CT_CONV_DIRECT(L) && L->ic % 16 == 0) {
+    if (CT_CONV_DIRECT(L) && ct_conv_direct_dx(m, L)) {
         ct_conv_direct_data_grad(m, L, dy, B);
         return;
     }

@@ -21,57 +21,113 @@ static int direct_runs(const ct_model *m, int count) {
     return (count + n - 1) / n;
 }
 
-/* direct_fwd's pixels per work-item: a multiple of its PX */
-static int direct_per(const ct_model *m, int rows) {
-    return (direct_runs(m, rows) + DIRECT_PX - 1) / DIRECT_PX * DIRECT_PX;
+static int direct_kk(const ct_layer *L) { return L->k * L->k * L->ic; }
+
+/* the output vectors per pass: the largest divisor of kv at most most (1 at least) */
+static int vectors_per_pass(int kv, int most) { return (int)ct_divisor_upto((size_t)kv, (size_t)most); }
+/* direct_dw_taps' channels per work-item: the largest divisor of the input channels up to DIRECT_CHN */
+static int direct_chn(const ct_layer *L) { return (int)ct_divisor_upto((size_t)L->ic, DIRECT_CHN); }
+
+/* conv_direct.cl's build parameters for L: the accumulators of a pass stay in registers (direct_fwd's PX*VG,
+ * direct_dw's KK*VB, direct_dw_taps' CHN*VT) */
+typedef struct { long kh, kw, ci, kk, kv, ko, vg, vb, chn, vt; } direct_dims;
+static direct_dims dims_of(const ct_layer *L) {
+    direct_dims d = {L->k, L->k, L->ic, direct_kk(L), L->oc / 16, L->oc, 0, 0, direct_chn(L), 0};
+    d.vg = vectors_per_pass((int)d.kv, 16 / DIRECT_PX);
+    d.vb = vectors_per_pass((int)d.kv, d.kk <= 28 ? 28 / (int)d.kk : 1);
+    d.vt = vectors_per_pass((int)d.kv, 24 / (int)d.chn);
+    return d;
 }
 
-static int direct_kk(const ct_layer *L) { return L->k * L->k * L->ic; }
+/* ---- a device that ends a work-item's loops early (ct_cl_loop_limit: Mesa 22.3's llvmpipe, 65535
+ * iterations in all) ----
+ * Each kernel's loop iterations per piece of its work, worst case: every loop counted with its exit test,
+ * none taken as unrolled. Work-items then take no more pieces than fit: runs of PX pixels (forward), pixels
+ * of a strip (weight gradient), image lines (data gradient). A layer whose single run or pixel does not fit
+ * runs im2col, and one whose single line does not fit im2col's data gradient. */
+static long window_cost(const direct_dims *d) { /* window(): a border window, element by element */
+    return (d->kh + 1) + d->kh * (d->kw + 1) + d->kh * d->kw * (d->ci + 1);
+}
+static long fwd_run_cost(const direct_dims *d) { /* direct_fwd, one run of PX pixels */
+    long px = DIRECT_PX, passes = d->kv / d->vg, acc = (px + 1) + px * (d->vg + 1);
+    long win = window_cost(d) > d->kk + 1 ? window_cost(d) : d->kk + 1;
+    return 1 + (px + 1) + px * win + (passes + 1) +
+           passes * (2 * acc + (d->kk + 1) + d->kk * ((d->vg + 1) + (px + 1) + px * (d->vg + 1)));
+}
+static long dw_pixel_cost(const direct_dims *d) { /* direct_dw or direct_dw_taps, one pixel of a strip */
+    if (d->kk <= DIRECT_KK) return (d->kv / d->vb) * (1 + window_cost(d) + (d->vb + 1) + d->vb * (d->kk + 1));
+    return (d->kv / d->vt) * (1 + 2 * (d->vt + 1) + (d->chn + 1) + d->chn * (d->vt + 1));
+}
+static long dx_line_cost(const direct_dims *d, const ct_layer *L) { /* direct_dx, one line of dx */
+    long cv = d->ci / 16, qx = cv >= 4 ? 4 : 8, runs = L->iw / (qx * L->stride) + 2;
+    long out = (qx + 1) + qx * (cv + 1);
+    long tap = (qx + 1) + (d->ko + 1) + d->ko * ((cv + 1) + (qx + 1) + qx * (cv + 1));
+    return (runs + 1) + runs * (2 * out + (d->kh + 1) + d->kh * ((d->kw + 1) + d->kw * tap));
+}
+
+/* whether L's forward and weight gradient fit the device's loops at all */
+static int direct_loops_fit(ct_model *m, const ct_layer *L) {
+    direct_dims d = dims_of(L);
+    return ct_cl_loop_room(m->cl, fwd_run_cost(&d)) >= 1 && ct_cl_loop_room(m->cl, dw_pixel_cost(&d)) >= 1;
+}
+
+/* whether L's data gradient runs direct_dx: input channels in 16s, and one line within the device's loops */
+int ct_conv_direct_dx(ct_model *m, const ct_layer *L) {
+    if (L->ic % 16) return 0;
+    direct_dims d = dims_of(L);
+    return ct_cl_loop_room(m->cl, dx_line_cost(&d, L)) >= 1;
+}
+
+/* direct_fwd's pixels per work-item: a multiple of its PX */
+static int direct_per(ct_model *m, const ct_layer *L, int rows) {
+    long runs = (direct_runs(m, rows) + DIRECT_PX - 1) / DIRECT_PX;
+    direct_dims d = dims_of(L);
+    long room = ct_cl_loop_room(m->cl, fwd_run_cost(&d));
+    if (runs > room) runs = room > 1 ? room : 1;
+    return (int)runs * DIRECT_PX;
+}
 
 /* The weight gradient's strips for `rows` pixels: DIRECT_STRIPS per compute
  * unit, or more, so that a strip's dy (which direct_dw_taps' work-items each
  * read again) stays under DIRECT_STRIP_BYTES, in cache: cifar-tf's first
  * layer (25 taps, 64 outputs) took 12.4 ms with 16 strips of 2 MB of dy. */
 enum { DIRECT_STRIP_BYTES = 256 << 10 };
-static int direct_strips(const ct_model *m, const ct_layer *L, int rows) {
+static int direct_strips(ct_model *m, const ct_layer *L, int rows) {
     int S = DIRECT_STRIPS * (int)m->cl->compute_units;
     size_t dy = (size_t)rows * L->oc * sizeof(float), cache = (size_t)S * DIRECT_STRIP_BYTES;
     if (direct_kk(L) > DIRECT_KK && dy > cache) S = (int)((dy + DIRECT_STRIP_BYTES - 1) / DIRECT_STRIP_BYTES);
+    direct_dims d = dims_of(L);
+    long room = ct_cl_loop_room(m->cl, dw_pixel_cost(&d)); /* each strip's pixels within the device's loops */
+    if (room >= 1 && (rows + S - 1) / S > room) S = (int)((rows + room - 1) / room);
     return S < rows ? S : rows;
 }
-/* direct_dw_taps' channels per work-item: the largest divisor of the input channels up to DIRECT_CHN */
-static int direct_chn(const ct_layer *L) { return (int)ct_divisor_upto((size_t)L->ic, DIRECT_CHN); }
-
-/* the output vectors per pass: the largest divisor of kv at most most (1 at least) */
-static int vectors_per_pass(int kv, int most) { return (int)ct_divisor_upto((size_t)kv, (size_t)most); }
 
 /* conv_direct.cl built for L's shape (shared by the layers of one shape) into
- * CT_CONV_DIRECT(L); 0, or 1 when the model has no slot left (L then runs im2col) */
+ * CT_CONV_DIRECT(L); 0, or 1 when the model has no slot left or the device's
+ * loops are too short for L's smallest pieces (L then runs im2col) */
 static int direct_build(ct_model *m, ct_layer *L) {
-    int kk = direct_kk(L), kv = L->oc / 16;
-    /* the accumulators of a pass stay in registers: direct_fwd's PX*vg, direct_dw's kk*vb, direct_dw_taps' CHN*vt */
-    int vg = vectors_per_pass(kv, 16 / DIRECT_PX), vb = vectors_per_pass(kv, kk <= 28 ? 28 / kk : 1);
+    if (!direct_loops_fit(m, L)) return 1;
+    direct_dims d = dims_of(L);
+    int kk = (int)d.kk, dx = ct_conv_direct_dx(m, L);
     char opts[128];
     int n = snprintf(opts, sizeof opts, "-DKH=%d -DKW=%d -DCI=%d -DSTRIDE=%d -DKV=%d -DVG=%d -DVB=%d", L->k, L->k,
-                     L->ic, L->stride, kv, vg, vb);
-    if (kk > DIRECT_KK)
-        n += snprintf(opts + n, sizeof opts - (size_t)n, " -DCHN=%d -DVT=%d", direct_chn(L),
-                      vectors_per_pass(kv, 24 / direct_chn(L)));
-    if (L->ic % 16 == 0) snprintf(opts + n, sizeof opts - (size_t)n, " -DDX");
+                     L->ic, L->stride, (int)d.kv, (int)d.vg, (int)d.vb);
+    if (kk > DIRECT_KK) n += snprintf(opts + n, sizeof opts - (size_t)n, " -DCHN=%d -DVT=%d", (int)d.chn, (int)d.vt);
+    if (dx) snprintf(opts + n, sizeof opts - (size_t)n, " -DDX");
     ct_conv_kind *ck = ct_conv_kind_of(m, L);
     int slots = (int)(sizeof ck->direct / sizeof *ck->direct), i = 0;
     while (i < slots && ck->direct[i].p && strcmp(ck->direct[i].opts, opts)) i++;
     if (i == slots) return 1;
-    struct ct_direct_kernels *d = &ck->direct[i];
-    if (!d->p) {
-        int rc = ct_cl_build(m->cl, &d->p, "conv_direct.cl", opts);
+    struct ct_direct_kernels *dk = &ck->direct[i];
+    if (!dk->p) {
+        int rc = ct_cl_build(m->cl, &dk->p, "conv_direct.cl", opts);
         if (rc) return rc;
-        snprintf(d->opts, sizeof d->opts, "%s", opts);
-        d->fwd = ct_cl_kernel(d->p, "direct_fwd");
-        d->dw = kk <= DIRECT_KK ? ct_cl_kernel(d->p, "direct_dw") : ct_cl_kernel(d->p, "direct_dw_taps");
-        if (L->ic % 16 == 0) {
-            d->wt = ct_cl_kernel(d->p, "direct_wt");
-            d->dx = ct_cl_kernel(d->p, "direct_dx");
+        snprintf(dk->opts, sizeof dk->opts, "%s", opts);
+        dk->fwd = ct_cl_kernel(dk->p, "direct_fwd");
+        dk->dw = kk <= DIRECT_KK ? ct_cl_kernel(dk->p, "direct_dw") : ct_cl_kernel(dk->p, "direct_dw_taps");
+        if (dx) {
+            dk->wt = ct_cl_kernel(dk->p, "direct_wt");
+            dk->dx = ct_cl_kernel(dk->p, "direct_dx");
         }
     }
     CT_CONV_DIRECT(L) = i + 1;
@@ -81,7 +137,7 @@ static int direct_build(ct_model *m, ct_layer *L) {
 /* y = act(conv(x) + b), the weights first copied to the (aligned) start of ws */
 void ct_conv_direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
     const struct ct_direct_kernels *d = &ct_conv_kind_of(m, L)->direct[CT_CONV_DIRECT(L) - 1];
-    int rows = B * L->oh * L->ow, per = direct_per(m, rows);
+    int rows = B * L->oh * L->ow, per = direct_per(m, L, rows);
     CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, m->params, m->ws, L->w_off * sizeof(float), 0, L->n_w * sizeof(float), 0,
                                  NULL, NULL));
     /* no bias: a buffer of zeros in its place */
@@ -118,6 +174,9 @@ void ct_conv_direct_data_grad(ct_model *m, const ct_layer *L, cl_mem dy, int B) 
     size_t gw = L->n_w + (size_t)L->oc, one = 1;
     ct_cl_run(m->cl, d->wt, "direct_wt", 1, &gw, NULL);
     int lines = B * L->ih * L->stride, per = direct_runs(m, lines);
+    direct_dims dd = dims_of(L);
+    long room = ct_cl_loop_room(m->cl, dx_line_cost(&dd, L)); /* at least 1: ct_conv_direct_dx */
+    if (per > room) per = (int)room;
     ct_kargs(d->dx, L->dx, dy, m->ws, L->ih, L->iw, L->pad, L->oh, L->ow, lines, per);
     size_t gws = (size_t)((lines + per - 1) / per);
     ct_cl_run(m->cl, d->dx, "direct_dx", 1, &gws, &one);
@@ -129,7 +188,7 @@ int ct_conv_direct_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     if (!CT_CONV_DIRECT(L)) return 0;
     /* in ws: the strips' partial sums; direct_dx's turned weights (fewer), or im2col's dcol */
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
-    int S = direct_strips(m, L, (int)rows), N = (int)(kk + 1) * L->oc, dcol = L->dx && L->ic % 16;
+    int S = direct_strips(m, L, (int)rows), N = (int)(kk + 1) * L->oc, dcol = L->dx && !ct_conv_direct_dx(m, L);
     size_t w = ct_max2((size_t)S * (size_t)N, dcol ? rows * kk : 0);
     if ((size_t)S > n->ones) n->ones = (size_t)S; /* the GEMM's row of ones */
     if (w > n->ws) n->ws = w;

@@ -56,4 +56,6 @@ int ct_conv_direct_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n);
 void ct_conv_direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B);
 void ct_conv_direct_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B);
 void ct_conv_direct_data_grad(ct_model *m, const ct_layer *L, cl_mem dy, int B);
+/* whether L's data gradient runs direct_dx (input channels in 16s, its lines within the device's loops) or im2col's */
+int ct_conv_direct_dx(ct_model *m, const ct_layer *L);
 #endif
