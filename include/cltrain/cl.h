@@ -80,7 +80,7 @@ double ct_cl_tune_db_speed(const char *path);
  * in cl), so the kernels that loop long can split their work below it
  * (src/nn/gemm.c) or not run (the fused Winograd kernels). A device
  * property test, not a vendor string. */
-enum { CT_LOOP_PROBE_N = 1 << 18, CT_LOOP_SLACK = 4096 };
+enum { CT_LOOP_PROBE_N = 1 << 17, CT_LOOP_SLACK = 4096 };
 int ct_cl_loop_limit(ct_cl *cl);
 /* How many pieces of work of `cost` loop iterations each one work-item may
  * take on this device, CT_LOOP_SLACK iterations left for its other loops
