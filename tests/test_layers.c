@@ -1108,9 +1108,11 @@ static void test_u8_input(void **state) {
 
 /* act_fwd and act_bwd (kernels/ops.cl) against ref_act / ref_act_bwd, one
  * float per work-item and sixteen (vw 16, n a multiple of 16), with every
- * activation, on fresh random inputs: past n, y and dz hold -7.5 (which
- * ReLU and GELU would change) and z NaN, none of which may change; z is
- * poisoned throughout before act_fwd (it must keep the input exactly). */
+ * activation, on fresh random inputs: ReLU and linear exactly, GELU within
+ * what OpenCL's erf (16 ulp) allows where 1 + erf cancels (4e-6 absolute
+ * at |z| <= 4). Past n, y and dz hold -7.5 (which ReLU and GELU would
+ * change) and z NaN, none of which may change; z is poisoned throughout
+ * before act_fwd (it must keep the input exactly). */
 static void test_act_kernels(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -1127,7 +1129,7 @@ static void test_act_kernels(void **state) {
     for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
         for (int act = CT_ACT_LINEAR; act <= CT_ACT_GELU; act++)
             for (int vw = 1; vw <= 16; vw += 15) {
-                int n = ns[k];
+                int n = ns[k], gelu = act == CT_ACT_GELU;
                 if (n % vw) continue;
                 tried16 += vw == 16;
                 char what[96];
@@ -1142,7 +1144,7 @@ static void test_act_kernels(void **state) {
                 float *y = dev_read(by, cap), *z = dev_read(bz, cap);
                 for (int j = 0; j < n; j++) want[j] = (float)ref_act(x[j], act);
                 snprintf(what, sizeof what, "act_fwd %s n %d vw %d", ct_activations[act].name, n, vw);
-                assert_true(ct_compare(what, y, want, (size_t)n, 1e-5, 1e-6));
+                assert_true(ct_compare(what, y, want, (size_t)n, gelu ? 2e-5 : 0, gelu ? 4e-6 : 0));
                 for (int j = 0; j < n; j++) assert_memory_equal(&z[j], &x[j], 4);
                 for (size_t j = (size_t)n; j < cap; j++) assert_true(y[j] == -7.5f && isnan(z[j]));
                 free(y); free(z);
@@ -1157,7 +1159,7 @@ static void test_act_kernels(void **state) {
                 float *dz = dev_read(by, cap);
                 for (int j = 0; j < n; j++) want[j] = (float)ref_act_bwd(x[j], t[j], act);
                 snprintf(what, sizeof what, "act_bwd %s n %d vw %d", ct_activations[act].name, n, vw);
-                assert_true(ct_compare(what, dz, want, (size_t)n, 1e-5, 1e-6));
+                assert_true(ct_compare(what, dz, want, (size_t)n, gelu ? 2e-5 : 0, gelu ? 4e-6 : 0));
                 for (size_t j = (size_t)n; j < cap; j++) assert_true(dz[j] == -7.5f);
                 free(dz);
             }
