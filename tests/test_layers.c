@@ -396,13 +396,13 @@ static void test_conv_direct(void **state) {
         {3, 3, 5, 5, 24, 16, 1, 1, 0, 1},  /* 1x1 with 24 channels: 24 inputs, in registers */
         {2, 2, 6, 7, 40, 16, 1, 2, 0, 1},  /* 1x1 stride 2, 40 channels: five runs of 8 */
         {2, 2, 9, 9, 16, 16, 3, 1, 1, 1},  /* 3x3 stride 1: Winograd's under auto */
-        /* RGB 3x3 at batch 32: 25088 pixels, whose weight-gradient strips are longer than a device that ends a
-         * work-item's loops after 65535 iterations (ct_cl_loop_limit: llvmpipe) runs unless split (the build
-         * of the first case: no compilation more) */
-        {32, 32, 28, 28, 3, 16, 3, 1, 1, 2},
+        /* RGB 3x3, 56x56 at batch 16: 50176 pixels, whose weight-gradient strips a device that ends a
+         * work-item's loops after 65535 iterations (ct_cl_loop_limit: llvmpipe, 8 compute units) splits
+         * further by their worst-case loop count (the build of the first case: no compilation more) */
+        {16, 16, 56, 56, 3, 16, 3, 1, 1, 2},
     };
     /* CLTRAIN_TEST_SUBSET=device: every kernel of conv_direct.cl in two builds (each shape is a build of its
-     * own, 30-60 s on llvmpipe): RGB 3x3 with borders (direct_fwd, direct_dw), the same at batch 32 (long
+     * own, 30-60 s on llvmpipe): RGB 3x3 with borders (direct_fwd, direct_dw), the same at 56x56 (long
      * strips), and 32 -> 64 at stride 2 over four output vectors (direct_dw_taps, direct_wt, direct_dx) */
     static const int dpick[] = {0, 18, 13};
     int subset = ct_test_subset();
