@@ -708,24 +708,18 @@ void ct_cl_finish(ct_cl *cl) { CL_CHECK(clFinish(cl->queue)); }
 
 /* ---- the device's loop limit (cl.h) ---- */
 
-/* One work-item counts the iterations of a loop of n (each adds in[i & 15] = 1, so no compiler folds the loop). */
-static const char *loop_probe_src =
-    "__kernel void ct_loop_probe(__global int *out, __global const int *in, const int n) {\n"
-    "    int s = 0;\n"
-    "    for (int i = 0; i < n; i++) s += in[i & 15];\n"
-    "    out[0] = s;\n"
-    "}\n";
-
+/* One work-item runs kernels/probe.cl's loop of n and reports how many iterations it counted. The program
+ * goes through ct_cl_build's binary cache like every kernel: a source build on each start would cost a
+ * compilation per process, and a driver preprocessing into its own cache fails under a file-size limit. */
 static int loop_probe(ct_cl *cl, int n, int *counted) {
     cl_int e;
-    cl_program p = clCreateProgramWithSource(cl->ctx, 1, &loop_probe_src, NULL, &e);
-    if (e != CL_SUCCESS) return -1;
+    cl_program p = NULL;
+    if (ct_cl_build(cl, &p, "probe.cl", NULL) != CT_OK) return -1;
     int rc = -1;
     cl_kernel k = NULL;
     cl_mem out = NULL, in = NULL;
     int ones[16], got = -1;
     for (int i = 0; i < 16; i++) ones[i] = 1;
-    if (clBuildProgram(p, 1, &cl->device, "-cl-std=CL1.2", NULL, NULL) != CL_SUCCESS) goto done;
     k = clCreateKernel(p, "ct_loop_probe", &e);
     if (e != CL_SUCCESS) goto done;
     out = clCreateBuffer(cl->ctx, CL_MEM_WRITE_ONLY, sizeof(int), NULL, &e);
@@ -733,10 +727,10 @@ static int loop_probe(ct_cl *cl, int n, int *counted) {
     in = clCreateBuffer(cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof ones, ones, &e);
     if (e != CL_SUCCESS) goto done;
     size_t one = 1;
-    if (clSetKernelArg(k, 0, sizeof out, &out) || clSetKernelArg(k, 1, sizeof in, &in) || clSetKernelArg(k, 2, sizeof n, &n) ||
-        clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &one, &one, 0, NULL, NULL) ||
-        clEnqueueReadBuffer(cl->queue, out, CL_TRUE, 0, sizeof got, &got, 0, NULL, NULL))
+    if (clSetKernelArg(k, 0, sizeof out, &out) || clSetKernelArg(k, 1, sizeof in, &in) || clSetKernelArg(k, 2, sizeof n, &n))
         goto done;
+    ct_cl_run(cl, k, "ct_loop_probe", 1, &one, &one); /* logged for CLTRAIN_KERNEL_LOG like every launch */
+    if (clEnqueueReadBuffer(cl->queue, out, CL_TRUE, 0, sizeof got, &got, 0, NULL, NULL)) goto done;
     *counted = got;
     rc = 0;
 done:

@@ -4,6 +4,7 @@
  * images), all run by cmd_train. Options follow GNU conventions
  * (getopt_long, cli/opts.c). Exit codes: 0 success, 1 training failed (NaN,
  * device error), 2 bad usage or bad input. Tested by tests/cli.sh. */
+#include <signal.h>
 #include "cli.h"
 #include "cltrain/dist.h"
 #include <string.h>
@@ -96,6 +97,10 @@ static int run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they happen, also in a pipe or a log */
+    /* past a file-size limit (ulimit -f) a write fails with EFBIG and cltrain reports it where it writes;
+     * the default action would kill the process silently, also inside an OpenCL driver writing its own
+     * kernel cache before training starts */
+    signal(SIGXFSZ, SIG_IGN);
     /* under mpirun: one rank per process (dist.h); alone: no MPI at all */
     if (ct_dist_init(&argc, &argv)) return cli_fail(CT_EINPUT);
     int code = run(argc, argv);
