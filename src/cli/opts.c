@@ -233,24 +233,29 @@ static int check_taken(const opt_def *d, const cli_opts *co) {
 
 /* "  --name ARG" in a 26-column field, then the help's lines (each after the
  * first indented; one longer than 76 columns broken at a space) */
-static void print_opt(FILE *f, const char *name, const char *arg, const char *help) {
-    char head[96];
-    snprintf(head, sizeof head, "  --%s%s%s", name, arg ? " " : "", arg ? arg : "");
-    if (strlen(head) > 25) fprintf(f, "%s\n%26s", head, "");
-    else fprintf(f, "%-26s", head);
-    for (const char *p = help; *p;) {
+/* text word-wrapped at width columns, breaking also at each '\n'; continuation lines start with indent spaces */
+static void print_wrapped(FILE *f, const char *text, int width, int indent) {
+    for (const char *p = text; *p;) {
         const char *nl = strchr(p, '\n');
         int len = nl ? (int)(nl - p) : (int)strlen(p), next = len + (nl != NULL);
-        if (len > 76) {
-            int cut = 76;
+        if (len > width) {
+            int cut = width;
             while (cut > 0 && p[cut] != ' ') cut--;
             if (cut > 0) len = cut, next = cut + 1;
         }
         fprintf(f, "%.*s\n", len, p);
         p += next;
         if (!*p) break;
-        fprintf(f, "%26s", "");
+        fprintf(f, "%*s", indent, "");
     }
+}
+
+static void print_opt(FILE *f, const char *name, const char *arg, const char *help) {
+    char head[96];
+    snprintf(head, sizeof head, "  --%s%s%s", name, arg ? " " : "", arg ? arg : "");
+    if (strlen(head) > 25) fprintf(f, "%s\n%26s", head, "");
+    else fprintf(f, "%-26s", head);
+    print_wrapped(f, help, 76, 26);
 }
 
 /* the help of the options whose text depends on the tables */
@@ -313,20 +318,6 @@ static void recipe_option(const char *key, char *name, size_t cap) {
     for (char *p = name; *p; p++) if (*p == '_') *p = '-';
 }
 
-/* text, word-wrapped at 100 columns */
-static void print_wrapped(FILE *f, const char *text) {
-    for (const char *p = text; *p;) {
-        int len = (int)strlen(p), next = len;
-        if (len > 100) {
-            int cut = 100;
-            while (cut > 0 && p[cut] != ' ') cut--;
-            if (cut > 0) len = cut, next = cut + 1;
-        }
-        fprintf(f, "%.*s\n", len, p);
-        p += next;
-    }
-}
-
 /* a training command's default model and the training defaults its [net] gives */
 static void print_default_model(FILE *f, const ct_dataset_def *set) {
     fprintf(f, "Default model: %s.\n", set->model);
@@ -348,7 +339,7 @@ static void print_default_model(FILE *f, const ct_dataset_def *set) {
             snprintf(text + strlen(text), sizeof text - strlen(text), "%s", item);
         }
     }
-    if (text[0]) print_wrapped(f, text);
+    if (text[0]) print_wrapped(f, text, 100, 0);
     ct_model_free(&m);
 }
 
