@@ -160,12 +160,13 @@ static void test_device_vs_reference(void **state) {
     CT_NEED_CL();
     check_bn(1, 1, 1, 5, 0, 1);    /* one row */
     check_bn(4, 5, 7, 3, 0, 2);    /* 140 rows: three chunks, the last partial */
-    check_bn(2, 6, 6, 16, 1, 3);   /* C 8 and 16: bn_reduce8; 5, 3 and 33: the scalar bn_reduce */
+    check_bn(2, 6, 6, 16, 1, 3);   /* C 16 and 48: bn_reduce16 on a CPU, bn_reduce8 on a GPU; 8: bn_reduce8; 5, 3 and 33: the scalar bn_reduce */
     check_bn(3, 4, 5, 48, 0, 7);   /* C a multiple of 16: bn_fwd and bn_bwd_dx move 16 channels at once */
     check_bn(3, 1, 1, 33, 1, 4);   /* after a dense layer */
     check_bn(8, 12, 12, 8, 1, 5);  /* 1152 rows, 18 chunks */
     check_bn(4, 5, 7, 3, CT_ACT_GELU, 8);  /* GELU: the scalar kernels */
-    check_bn(2, 6, 6, 16, CT_ACT_GELU, 9); /* bn_reduce8, and 16 channels at once */
+    check_bn(2, 6, 6, 16, CT_ACT_GELU, 9); /* 16 channels at once (bn_reduce16 on a CPU) */
+    check_bn(2, 6, 6, 8, CT_ACT_GELU, 10); /* bn_reduce8's GELU */
     /* a mean 300 times the spread: sum of squares minus squared sum would
      * lose about 5 digits of the variance here (22500 against 0.08) */
     check_bn_at(8, 12, 12, 8, 0, 6, 150.0f, 0.5f);
