@@ -1233,6 +1233,66 @@ static void test_accumulation(void **state) {
     ct_model_free(&m);
 }
 
+/* Backward skips the frozen layers at the bottom (ct_model_groups_epoch sets
+ * grad_from): a whitening-like conv (weights lr=0, bias for one epoch) and a
+ * frozen conv below a trained batch norm. From epoch 1 the two convs get no
+ * gradient (poisoned, they stay poisoned: no kernel wrote them), the trained
+ * layers' gradients are bit-identical to epoch 0's full backward, and the
+ * step's FLOPs drop by the convs' backward. */
+static void test_frozen_prefix(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    const char *cfg = "[net]\nheight=6\nwidth=6\nchannels=2\nclasses=4\n"
+                      "[conv]\nfilters=4\nsize=3\npad=1\nlr=0\nbias_epochs=1\nactivation=gelu\n"
+                      "[conv]\nfilters=3\nsize=3\npad=1\nlr=0\nbias_lr=0\n"
+                      "[batchnorm]\nlr=0\nactivation=relu\n[maxpool]\nsize=2\n[dense]\noutputs=4\n[softmax]\n";
+    ct_model m;
+    make_model(&m, cfg, 3);
+    assert_int_equal(m.grad_from, 0);
+    ct_rng g = ct_rng_make(910, 0, 0);
+    float *P = set_random_params(&m, &g, 1);
+    float *x = dev_rand(m.input, 3 * 6 * 6 * 2, &g, 1.0f);
+    int32_t lab[3] = {1, 3, 0};
+    ct_cl_write(&g_cl, m.labels, 0, sizeof lab, lab);
+    size_t np = m.n_params, n1 = (size_t)3 * 6 * 6 * 4;
+    float *g_[2];
+    double flops[2];
+    for (int e = 0; e < 2; e++) {
+        ct_model_groups_epoch(&m, e);
+        flops[e] = ct_model_step_flops(&m);
+        ct_model_forward(&m, 3);
+        ct_model_loss(&m, 3);
+        ct_model_zero_grad(&m);
+        if (e) dev_poison(m.grads, m.layers[2].w_off); /* the convs': backward adds to gradients */
+        dev_poison(m.layers[1].dx, n1);
+        ct_model_backward(&m, 3, NULL, NULL);
+        g_[e] = dev_read(m.grads, np);
+    }
+    assert_int_equal(m.grad_from, 2);
+    const ct_layer *C0 = &m.layers[0], *C1 = &m.layers[1];
+    size_t below = C1->b_off + C1->n_b; /* the two convs' parameters come first */
+    assert_true(C0->w_off == 0 && below <= m.layers[2].w_off);
+    int epoch0_finite = 1;
+    for (size_t j = 0; j < below; j++) {
+        epoch0_finite &= isfinite(g_[0][j]);
+        assert_true(isnan(g_[1][j])); /* not written */
+    }
+    assert_true(epoch0_finite);
+    float *dx1 = dev_read(m.layers[1].dx, n1);
+    for (size_t j = 0; j < n1; j++) assert_true(isnan(dx1[j])); /* layer 1's input gradient: not computed */
+    assert_true(amax(g_[1] + below, np - below) > 0);
+    assert_memory_equal(g_[0] + below, g_[1] + below, (np - below) * 4);
+    /* the convs' backward: the first's weight gradient (once its forward, 2 x 6x6 outputs x 9 x 2x4: layer 0
+     * has no input gradient), the second's weight and input gradients (twice its forward, 6x6 x 9 x 4x3) */
+    double f_drop = 2.0 * 6 * 6 * 9 * (2 * 4) + 4.0 * 6 * 6 * 9 * (4 * 3);
+    assert_true(fabs(flops[0] - flops[1] - f_drop) <= 1e-9 * flops[0]);
+    ct_model_groups_epoch(&m, 0);
+    assert_int_equal(m.grad_from, 0);
+    free(dx1); free(g_[0]); free(g_[1]); free(x); free(P);
+    ct_model_free(&m);
+}
+
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv),
@@ -1258,6 +1318,7 @@ int main(void) {
         cmocka_unit_test(test_u8_input),
         cmocka_unit_test(test_act_kernels),
         cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_frozen_prefix),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);
 }

@@ -69,7 +69,10 @@ int main(int argc, char **argv) {
         int lead = 0, with = 0;
         for (int i = 0; i < m.n_layers; i++) {
             const ct_layer *L = &m.layers[i];
-            if (!L->n_w && !L->n_b) continue;
+            if (!L->n_w && !L->n_b) { /* nothing to compare: it leads if the layers below do */
+                if (lead == i) lead = i + 1;
+                continue;
+            }
             with++;
             /* batch norm: gamma and beta (its running statistics follow the data even in frozen layers) */
             size_t nw = L->type == CT_L_BATCHNORM ? ct_bn_layout(L).C : L->n_w;

@@ -158,6 +158,9 @@ typedef struct ct_model {
     int nonfinite;              /* read back with the results: the last step met a NaN/Inf gradient and was skipped */
     float label_smoothing;      /* softmax cross-entropy targets (1-e)*onehot + e/C; 0: plain one-hot */
     int loss_batch;             /* > 0: the loss is the sum over this many samples' mean (data-parallel global batch); 0: B */
+    int n_frozen;               /* --freeze N: layers 0..N-1 do not train (set before ct_model_groups_epoch) */
+    int grad_from;              /* the first layer from n_frozen on with a parameter that trains this epoch
+                                   (ct_model_groups_epoch): backward stops there, without its input gradient */
 } ct_model;
 
 /* Parse a model definition. name is for messages (file name or built-in name). */
@@ -216,8 +219,14 @@ int ct_model_grads_nonfinite(ct_model *m);
 int ct_model_first_nonfinite_layer(ct_model *m);
 
 /* Upload the groups' multipliers for epoch (0-based): a group whose biases
- * stop training at `until` gets lr 0 from then on. Idempotent; setup calls it for epoch 0. */
+ * stop training at `until` gets lr 0 from then on; and set grad_from, so
+ * that backward skips the frozen layers below the first that trains (they
+ * would get gradients multiplied by 0). Idempotent; setup calls it for epoch 0. */
 void ct_model_groups_epoch(ct_model *m, int epoch);
+/* FLOPs per sample of a training step as backward runs now: every layer's
+ * forward, twice that for the backward of those from grad_from up (input
+ * and parameter gradients), once for layer grad_from (parameters only) */
+double ct_model_step_flops(const ct_model *m);
 /* 1 if some group has a multiplier other than x1 (or freezes) */
 int ct_model_has_groups(const ct_model *m);
 

@@ -400,7 +400,7 @@ static int bench_train(const cli_opts *c, int steps) {
     double t = ct_now() - t0;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double cpu = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
-    double ips = steps * B / t, gflops = ips * 3 * m.flops_fwd * 1e-9;
+    double step_flops = ct_model_step_flops(&m), ips = steps * B / t, gflops = ips * step_flops * 1e-9;
     int nw2 = 0, nw4 = 0, nd = 0;
     for (int i = 0; i < m.n_layers; i++)
         nw2 += ct_conv_tile(&m.layers[i]) == 2, nw4 += ct_conv_tile(&m.layers[i]) == 4, nd += ct_conv_tile(&m.layers[i]) == CT_TILE_DIRECT;
@@ -413,7 +413,7 @@ static int bench_train(const cli_opts *c, int steps) {
     printf("steady-state images/s: %.1f\n", ips);
     printf("fastest-step images/s: %.1f\n", B / fastest);
     printf("step time: %.2f ms over %d steps (fastest %.2f ms); %.1f MFLOP per image (fwd+bwd); achieved %.1f GFLOP/s\n",
-           t / steps * 1e3, steps, fastest * 1e3, 3 * m.flops_fwd * 1e-6, gflops);
+           t / steps * 1e3, steps, fastest * 1e3, step_flops * 1e-6, gflops);
     printf("process CPU time: %.2f ms per step, %.2f cores busy on average\n", cpu / steps * 1e3, cpu / t);
     ct_optim_free(&opt);
     ct_model_free(&m);

@@ -401,7 +401,7 @@ static int tune_search(const cli_opts *cp, double budget, int automatic) {
     /* the step as it now runs (tuned, or the defaults when tuning did not beat them), forward
      * and backward (3x the forward's FLOPs): the device's speed, for the default device choice */
     double t_final = !compared ? t_step : kept ? t_tuned : t_def;
-    if (t_final > 0) m.gemm.speed_gflops = 3.0 * m.flops_fwd * B / t_final * 1e-9;
+    if (t_final > 0) m.gemm.speed_gflops = ct_model_step_flops(&m) * B / t_final * 1e-9;
     rc = ct_gemm_db_save(&m.gemm, m.gemm.db_path);
     if (!rc) fprintf(tout, "wrote %s (%d GEMM and %d conv shapes); %.1f s of a %.0f s budget\n", m.gemm.db_path, m.gemm.n_choices,
                     m.gemm.n_convs, ct_now() - t0, budget);

@@ -108,7 +108,28 @@ static int setup_groups(ct_model *m) {
     return rc;
 }
 
+/* 1 if one of L's parameters has a learning rate in epoch */
+static int layer_trains(const ct_layer *L, int epoch) {
+    return (L->n_w && L->lr_w != 0.0f) || (L->n_b && L->lr_b != 0.0f && !(L->bias_until && epoch >= L->bias_until));
+}
+
+double ct_model_step_flops(const ct_model *m) {
+    double f = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const ct_layer_ops *o = ct_layer_ops_of(&m->layers[i]);
+        double fl = o->flops ? o->flops(&m->layers[i]) : 0;
+        f += fl * (i < m->grad_from ? 1 : i == m->grad_from ? 2 : 3);
+    }
+    return f;
+}
+
 void ct_model_groups_epoch(ct_model *m, int epoch) {
+    /* past --freeze's layers and those whose parameters are all frozen; layers
+     * without parameters too, but only above one of those (a model that starts
+     * with a pooling layer keeps its input gradients, which the tests read) */
+    int i = m->n_frozen, frozen = m->n_frozen > 0;
+    for (; i < m->n_layers && !layer_trains(&m->layers[i], epoch); i++) frozen |= m->layers[i].n_w + m->layers[i].n_b > 0;
+    m->grad_from = frozen ? i : 0;
     float t[CT_MAX_GROUPS * 2] = {0};
     for (int g = 0; g < m->n_groups; g++) {
         int off = m->group[g].until && epoch >= m->group[g].until;
@@ -267,9 +288,12 @@ void ct_model_loss(ct_model *m, int B) {
 
 /* Layer i's dx is the gradient w.r.t. layer i-1's output. After layer i
  * has written it, every layer reading that output as a second input
- * (from == i-1) adds its share: input gradients overwrite, except there. */
+ * (from == i-1) adds its share: input gradients overwrite, except there.
+ * Below m->grad_from no parameter trains: those layers are skipped, and
+ * layer grad_from computes its parameters' gradients without its dx. */
 void ct_layer_backward(ct_model *m, int i, int B) {
     ct_layer *L = &m->layers[i];
+    if (i < m->grad_from) return; /* frozen, and so is everything below */
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
     if (L->act != CT_ACT_LINEAR && !L->relu_next && !ct_layer_ops_of(L)->act_inside) {
         size_t n = (size_t)B * ct_out_size(L);
@@ -278,8 +302,11 @@ void ct_layer_backward(ct_model *m, int i, int B) {
         ct_kargs(m->k_act_bwd, dy, ct_activations[L->act].grad_reads_input ? L->act_in : L->out, L->act, (int)n, vw);
         ct_cl_run(m->cl, m->k_act_bwd, "act_bwd", 1, &gws, NULL);
     }
+    cl_mem dx = L->dx;
+    if (i == m->grad_from) L->dx = NULL; /* its parameters' gradients only: no layer below wants dx */
     ct_layer_ops_of(L)->backward(m, i, ct_layer_output(m, i - 1), dy, B);
-    if (!L->dx) return;
+    L->dx = dx;
+    if (!L->dx || i == m->grad_from) return;
     for (int s = i; s < m->n_layers; s++)
         if (m->layers[s].from == i - 1 && ct_layer_ops_of(&m->layers[s])->backward_from)
             ct_layer_ops_of(&m->layers[s])->backward_from(m, s, L->dx, B);

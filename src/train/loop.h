@@ -78,6 +78,7 @@ typedef struct ct_step_info {
 typedef struct ct_loop {
     ct_train_opts o;           /* the options, after a checkpoint's overrides */
     size_t frozen;             /* --freeze: parameters [0, frozen) do not train */
+    double flops, flops_n;     /* FLOPs of the steps taken (ct_model_step_flops), and their samples */
     const ct_dataset *train, *test;
     ct_train_result *res;
     FILE *out;

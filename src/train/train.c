@@ -124,6 +124,8 @@ static int freeze(ct_loop *loop) {
     for (int i = loop->o.freeze; i < m->n_layers; i++) /* the flat buffer holds layers in order */
         CT_ASSERT((!m->layers[i].n_w || m->layers[i].w_off >= end) && (!m->layers[i].n_b || m->layers[i].b_off >= end));
     loop->frozen = end;
+    m->n_frozen = loop->o.freeze; /* backward skips them */
+    ct_model_groups_epoch(m, 0);
     if (end) {
         uint8_t zero = 0;
         CL_CHECK(clEnqueueFillBuffer(loop->cl.queue, m->decay_mask, &zero, 1, 0, end, 0, NULL, NULL));
@@ -271,6 +273,8 @@ static int run_steps(ct_loop *loop, int64_t *g_end) {
         }
         loop->iv_loss += si.loss;
         loop->iv_n += si.Bg;
+        loop->flops += si.Bg * ct_model_step_flops(&loop->m);
+        loop->flops_n += si.Bg;
         loop->iv_wait += si.wait;
         loop->iv_correct += si.correct;
         res->last_loss = loop->iv_loss / loop->iv_n;
@@ -321,7 +325,7 @@ static void summarise(ct_loop *loop, int64_t g, int rc) {
     int measured = loop->images > 0 && res->total_s > 0 && (g - loop->g0 > 1 || loop->total - loop->g0 > 1);
     if (measured)
         fprintf(out, "trained %lld step%s, %.0f images/s (%.1f GFLOP/s achieved), data-wait %.1f%%\n", (long long)g,
-                g == 1 ? "" : "s", res->images_per_s, res->images_per_s * 3 * loop->m.flops_fwd * 1e-9, 100 * res->wait_s / res->total_s);
+                g == 1 ? "" : "s", res->images_per_s, res->images_per_s * loop->flops / loop->flops_n * 1e-9, 100 * res->wait_s / res->total_s);
     else
         fprintf(out, "trained %lld step%s; too few steps to measure images/s, data-wait and pipeline efficiency "
                 "(the first steps build kernels and fill the pipeline)\n", (long long)g, g == 1 ? "" : "s");
