@@ -9,7 +9,10 @@
  * With an activation (act: CT_ACT in prelude.cl), the backward takes dy
  * through it itself: the pre-activation is recomputed from x exactly as
  * bn_fwd computed it (same operations, no contraction), so the sequencer's
- * pass over y (or a kept pre-activation, for GELU) is not needed.
+ * pass over y (or a kept pre-activation, for GELU) is not needed. GELU's
+ * derivative costs an erf and an exp per element, and both backward passes
+ * need it: a training forward keeps it (d, keep = 1) where bn_fwd has GELU's
+ * erf at hand already, and the backward reads it (mode 3, kept = 1).
  * Reference: src/ref/bn.c; tests: tests/test_bn.c. */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -22,7 +25,7 @@
 
 /* mode 0: p1 = sum x, p2 = sum (x - mean of the chunk)^2 over the chunk's
  * rows; mode 2: p1 = sum dy, p2 = sum dy * xhat (dy through the activation
- * act). gws = (C / VW, chunks): bn_reduce8 (C a multiple of 8) reads eight
+ * act); mode 3: the same with dy times the kept derivative d. gws = (C / VW, chunks): bn_reduce8 (C a multiple of 8) reads eight
  * channels of a row at once, the same sums lane by lane; a scalar work-item
  * per channel read one float of every 128-byte row and ran at 3 GB/s on PoCL.
  * bn_reduce16 (a CPU, C a multiple of 16: ct_channel_vw) takes sixteen, so
@@ -30,7 +33,7 @@
  * float8 a mode-2 pass over 64 channels took 8x its mode-0 pass on PoCL. */
 #define BN_REDUCE(NAME, VT, LD, ST, VW)                                                                  \
     __kernel void NAME(__global float *p1, __global float *p2, __global const float *x, __global const float *dy, \
-                       __global const float *stats, __global const float *params, const int offGamma,   \
+                       __global const float *d, __global const float *stats, __global const float *params, const int offGamma,   \
                        const int offBeta, const int act, const int M, const int C, const int chunk,     \
                        const int mode) {                                                                \
         const int c = (int)get_global_id(0) * VW, k = (int)get_global_id(1);                            \
@@ -50,7 +53,8 @@
             for (int r = r0; r < r1; r++) {                                                              \
                 const VT xv = LD(x + (size_t)r * C + c);                                                 \
                 VT g = LD(dy + (size_t)r * C + c);                                                       \
-                if (act != CT_ACT_LINEAR) ACT_BWD(VT, g, xv, gamma, mean, invstd, beta);                 \
+                if (mode == 3) g *= LD(d + (size_t)r * C + c);                                           \
+                else if (act != CT_ACT_LINEAR) ACT_BWD(VT, g, xv, gamma, mean, invstd, beta);            \
                 s1 += g;                                                                                 \
                 s2 += g * (xv - mean) * invstd;                                                          \
             }                                                                                            \
@@ -97,24 +101,36 @@ __kernel void bn_stats_eval(__global float *stats, __global const float *run, co
     stats[C + c] = rsqrt(run[offVar + c] + eps);
 }
 
-/* y = act(gamma * (x - mean) * invstd + beta). gws = (C / vw, M):
+/* y = act(gamma * (x - mean) * invstd + beta), and with keep (GELU, training) d = GELU'(its input). gws = (C / vw, M):
  * vw = 16 (C a multiple of 16) moves a row's 16 channels as one vector: one
  * float per work-item ran at 11 GB/s on PoCL (per-channel loads that might
  * alias y stayed in the loop, unvectorised). */
 __kernel void bn_fwd(__global float *y, __global const float *x, __global const float *stats,
                      __global const float *params, const int offGamma, const int offBeta, const int M, const int C,
-                     const int act, const int vw) {
+                     const int act, const int vw, __global float *d, const int keep) {
     const int c = (int)get_global_id(0) * vw, r = (int)get_global_id(1);
     if (c >= C || r >= M) return;
     const size_t i = (size_t)r * C + c;
     if (vw == 16) {
         float16 v = vload16(0, params + offGamma + c) * (vload16(0, x + i) - vload16(0, stats + c)) *
                         vload16(0, stats + C + c) + vload16(0, params + offBeta + c);
+        if (keep) { /* GELU and its derivative from one erf (the same values as CT_GELU and CT_GELU_GRAD) */
+            const float16 e = (float16)(1.0f) + erf(v * (float16)(M_SQRT1_2_F));
+            vstore16((float16)(0.5f) * e + v * (float16)(0.3989422804014327f) * exp((float16)(-0.5f) * v * v), 0, d + i);
+            vstore16((float16)(0.5f) * v * e, 0, y + i);
+            return;
+        }
         v = CT_ACT(float16, v, act);
         vstore16(v, 0, y + i);
         return;
     }
     float v = params[offGamma + c] * (x[i] - stats[c]) * stats[C + c] + params[offBeta + c];
+    if (keep) {
+        const float e = 1.0f + erf(v * M_SQRT1_2_F);
+        d[i] = 0.5f * e + v * 0.3989422804014327f * exp(-0.5f * v * v);
+        y[i] = 0.5f * v * e;
+        return;
+    }
     v = CT_ACT(float, v, act);
     y[i] = v;
 }
@@ -136,10 +152,11 @@ __kernel void bn_grads(__global float *sums, __global const float *p1, __global 
 }
 
 /* dx = gamma * invstd * (dy - sum_dy / M - xhat * sum_dyxhat / M), dy through
- * the activation act. gws = (C / vw, M), vw as in bn_fwd */
+ * the activation act (kept: times d, the derivative bn_fwd kept). gws = (C / vw, M), vw as in bn_fwd */
 __kernel void bn_bwd_dx(__global float *dx, __global const float *dy, __global const float *x,
                         __global const float *stats, __global const float *sums, __global const float *params,
-                        const int offGamma, const int offBeta, const int act, const int M, const int C, const int vw) {
+                        const int offGamma, const int offBeta, const int act, const int M, const int C, const int vw,
+                        __global const float *d, const int kept) {
     const int c = (int)get_global_id(0) * vw, r = (int)get_global_id(1);
     if (c >= C || r >= M) return;
     const size_t i = (size_t)r * C + c;
@@ -147,7 +164,8 @@ __kernel void bn_bwd_dx(__global float *dx, __global const float *dy, __global c
         const float16 mean = vload16(0, stats + c), invstd = vload16(0, stats + C + c), xv = vload16(0, x + i);
         const float16 gamma = vload16(0, params + offGamma + c), xhat = (xv - mean) * invstd;
         float16 g = vload16(0, dy + i);
-        if (act != CT_ACT_LINEAR) {
+        if (kept) g *= vload16(0, d + i);
+        else if (act != CT_ACT_LINEAR) {
             const float16 beta = vload16(0, params + offBeta + c);
             ACT_BWD(float16, g, xv, gamma, mean, invstd, beta);
         }
@@ -156,7 +174,8 @@ __kernel void bn_bwd_dx(__global float *dx, __global const float *dy, __global c
     }
     const float mean = stats[c], invstd = stats[C + c], xv = x[i], gamma = params[offGamma + c], xhat = (xv - mean) * invstd;
     float g = dy[i];
-    if (act != CT_ACT_LINEAR) {
+    if (kept) g *= d[i];
+    else if (act != CT_ACT_LINEAR) {
         const float beta = params[offBeta + c];
         ACT_BWD(float, g, xv, gamma, mean, invstd, beta);
     }

@@ -106,7 +106,8 @@ typedef struct ct_layer_ops {
      * softmax's logits), and this key of its section sets how many (the
      * model's rewrite to a data set's classes changes it) */
     const char *logits;
-    int act_inside;            /* 1: backward takes dy through L's activation itself (batch norm: recomputed from x, no pass over y) */
+    int act_inside;            /* 1: backward takes dy through L's activation itself (batch norm: from x, or GELU's
+                                  derivative kept by the forward; no pass over y) */
     /* A layer reading a second, earlier output (L->from >= 0): add its
      * gradient w.r.t. that output into target [B, shape of layer from].
      * Called by the sequencer once layer from+1 has written target. */

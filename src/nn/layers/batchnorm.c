@@ -28,9 +28,12 @@ static const ct_key keys[] = {
 static const char *const kernels[] = {"bn_reduce", "bn_reduce8", "bn_reduce16", "bn_stats", "bn_stats_eval", "bn_fwd", "bn_grads", "bn_bwd_dx"};
 enum { REDUCE, REDUCE8, REDUCE16, STATS, STATS_EVAL, FWD, GRADS, DX };
 typedef struct bn_kind { ct_kernels ks; cl_mem p1, p2; size_t n; } bn_kind;
-/* the per-layer buffers, in L->own: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each */
+/* the per-layer buffers, in L->own: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each; with GELU,
+ * its derivative at every output, kept by a training forward for backward (bn.cl), and whether it is */
 #define STATS_OF(L) ((L)->own[0])
 #define SUMS_OF(L) ((L)->own[1])
+#define DERIV_OF(L) ((L)->own[2])
+#define KEPT(L) ((L)->priv.i[2])
 
 static int build(ct_model *m, void **out) {
     bn_kind *k = ct_xcalloc(1, sizeof *k);
@@ -73,17 +76,20 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     }
     if (!rc) rc = ct_cl_alloc(m->cl, &STATS_OF(L), 2 * (size_t)L->oc * sizeof(float), "batch-norm statistics");
     if (!rc) rc = ct_cl_alloc(m->cl, &SUMS_OF(L), 2 * (size_t)L->oc * sizeof(float), "batch-norm sums");
+    if (!rc && L->act == CT_ACT_GELU) rc = ct_cl_alloc(m->cl, &DERIV_OF(L), rows * L->oc * sizeof(float), "batch-norm GELU derivative");
+    KEPT(L) = 0;
     return rc;
 }
 
-/* bn_reduce's partial sums into the kind's p1, p2 (mode 0: of x; 2: of dy and dy*xhat, dy through L's activation) */
+/* bn_reduce's partial sums into the kind's p1, p2 (mode 0: of x; 2: of dy and dy*xhat, dy through L's
+ * activation; 3: the same through the kept derivative) */
 static void reduce(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int M, int mode) {
     int C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK;
     int vw = ct_channel_vw(m, C) == 16 ? 16 : C % 8 ? 1 : 8;
     const bn_kind *bk = ct_layer_kind(m, L);
     cl_kernel k = bk->ks.k[vw == 16 ? REDUCE16 : vw == 8 ? REDUCE8 : REDUCE];
     ct_bn_slices p = ct_bn_layout(L);
-    ct_kargs(k, bk->p1, bk->p2, x, dy, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, mode ? L->act : 0, M, C,
+    ct_kargs(k, bk->p1, bk->p2, x, dy, mode == 3 ? DERIV_OF(L) : x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, mode ? L->act : 0, M, C,
              chunk, mode);
     size_t g2[2] = {(size_t)(C / vw), (size_t)chunks};
     ct_cl_run(m->cl, k, "bn_reduce", 2, g2, NULL);
@@ -107,7 +113,9 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
         ct_kargs(k[STATS_EVAL], STATS_OF(L), m->params, offM, offV, C, EPS(L));
         ct_cl_run(m->cl, k[STATS_EVAL], "bn_stats_eval", 1, &g1, NULL);
     }
-    ct_kargs(k[FWD], L->out, x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw);
+    KEPT(L) = m->training && DERIV_OF(L);
+    ct_kargs(k[FWD], L->out, x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw,
+             KEPT(L) ? DERIV_OF(L) : L->out, KEPT(L));
     ct_cl_run(m->cl, k[FWD], "bn_fwd", 2, ge, NULL);
 }
 
@@ -119,11 +127,12 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     int M = B * L->oh * L->ow, C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK;
     int vw = ct_channel_vw(m, C);
     size_t g1 = (size_t)C, ge[2] = {(size_t)(C / vw), (size_t)M};
-    reduce(m, L, x, dy, M, 2);
+    reduce(m, L, x, dy, M, KEPT(L) ? 3 : 2);
     ct_kargs(k[GRADS], SUMS_OF(L), bk->p1, bk->p2, chunks, C, m->grads, (int)p.gamma, (int)p.beta);
     ct_cl_run(m->cl, k[GRADS], "bn_grads", 1, &g1, NULL);
     if (L->dx) {
-        ct_kargs(k[DX], L->dx, dy, x, STATS_OF(L), SUMS_OF(L), m->params, (int)p.gamma, (int)p.beta, L->act, M, C, vw);
+        ct_kargs(k[DX], L->dx, dy, x, STATS_OF(L), SUMS_OF(L), m->params, (int)p.gamma, (int)p.beta, L->act, M, C, vw,
+                 KEPT(L) ? DERIV_OF(L) : x, KEPT(L));
         ct_cl_run(m->cl, k[DX], "bn_bwd_dx", 2, ge, NULL);
     }
 }

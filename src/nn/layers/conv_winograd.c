@@ -70,7 +70,7 @@ static int wino_build(ct_model *m, const ct_layer *L) {
  * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7). */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
     return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C &&
-           !loop_capped(m);
+           cin * kout <= WINO_FUSED_C * 128 && !loop_capped(m);
 }
 
 /* Whether L's weight gradient runs as wino_dw_fused: on a CPU, F(4x4), at
