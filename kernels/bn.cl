@@ -115,7 +115,7 @@ __kernel void bn_fwd(__global float *y, __global const float *x, __global const 
         float16 v = vload16(0, params + offGamma + c) * (vload16(0, x + i) - vload16(0, stats + c)) *
                         vload16(0, stats + C + c) + vload16(0, params + offBeta + c);
         if (keep) { /* GELU and its derivative from one erf (the same values as CT_GELU and CT_GELU_GRAD) */
-            const float16 e = (float16)(1.0f) + erf(v * (float16)(M_SQRT1_2_F));
+            const float16 e = (float16)(1.0f) + CT_ERF(float16, v * (float16)(M_SQRT1_2_F));
             vstore16((float16)(0.5f) * e + v * (float16)(0.3989422804014327f) * exp((float16)(-0.5f) * v * v), 0, d + i);
             vstore16((float16)(0.5f) * v * e, 0, y + i);
             return;
@@ -126,7 +126,7 @@ __kernel void bn_fwd(__global float *y, __global const float *x, __global const 
     }
     float v = params[offGamma + c] * (x[i] - stats[c]) * stats[C + c] + params[offBeta + c];
     if (keep) {
-        const float e = 1.0f + erf(v * M_SQRT1_2_F);
+        const float e = 1.0f + CT_ERF(float, v * M_SQRT1_2_F);
         d[i] = 0.5f * e + v * 0.3989422804014327f * exp(-0.5f * v * v);
         y[i] = 0.5f * v * e;
         return;

@@ -16,9 +16,33 @@
 #define CT_ACT_LINEAR 0
 #define CT_ACT_RELU 1
 #define CT_ACT_GELU 2
-#define CT_GELU(VT, z) ((VT)(0.5f) * (z) * ((VT)(1.0f) + erf((z) * (VT)(M_SQRT1_2_F))))
+/* erf as a rational function, x P(x^2) / Q(x^2) on [-4, 4] and +-1 outside
+ * (the minimax fit Eigen and TensorFlow use): within 1e-7 of erf up to
+ * |x| = 3.9 and 3.3e-7 at most (float32's erff: 5e-8), a few
+ * multiply-adds and a division that vectorise. The builtin erf took about
+ * three quarters of batch norm + GELU's forward on PoCL (AVX-512). */
+#define CT_ERF_DEF(VT)                                                                                   \
+    inline VT ct_erf_##VT(const VT a) {                                                                  \
+        const VT x = clamp(a, (VT)(-4.0f), (VT)(4.0f)), x2 = x * x;                                     \
+        VT p = fma(x2, (VT)(-2.72614225801306e-10f), (VT)(2.77068142495902e-08f));                      \
+        p = fma(x2, p, (VT)(-2.10102402082508e-06f));                                                    \
+        p = fma(x2, p, (VT)(-5.69250639462346e-05f));                                                    \
+        p = fma(x2, p, (VT)(-7.34990630326855e-04f));                                                    \
+        p = fma(x2, p, (VT)(-2.95459980854025e-03f));                                                    \
+        p = fma(x2, p, (VT)(-1.60960333262415e-02f));                                                    \
+        VT q = fma(x2, (VT)(-1.45660718464996e-05f), (VT)(-2.13374055278905e-04f));                     \
+        q = fma(x2, q, (VT)(-1.68282697438203e-03f));                                                    \
+        q = fma(x2, q, (VT)(-7.37332916720468e-03f));                                                    \
+        q = fma(x2, q, (VT)(-1.42647390514189e-02f));                                                    \
+        return x * p / q;                                                                                \
+    }
+CT_ERF_DEF(float)
+CT_ERF_DEF(float8)
+CT_ERF_DEF(float16)
+#define CT_ERF(VT, x) ct_erf_##VT(x)
+#define CT_GELU(VT, z) ((VT)(0.5f) * (z) * ((VT)(1.0f) + CT_ERF(VT, (z) * (VT)(M_SQRT1_2_F))))
 #define CT_GELU_GRAD(VT, z)                                                                              \
-    ((VT)(0.5f) * ((VT)(1.0f) + erf((z) * (VT)(M_SQRT1_2_F))) +                                        \
+    ((VT)(0.5f) * ((VT)(1.0f) + CT_ERF(VT, (z) * (VT)(M_SQRT1_2_F))) +                                 \
      (z) * (VT)(0.3989422804014327f) * exp((VT)(-0.5f) * (z) * (z)))
 #define CT_ACT(VT, z, act)                                                                               \
     ((act) == CT_ACT_RELU ? fmax((z), (VT)(0.0f)) : (act) == CT_ACT_GELU ? CT_GELU(VT, z) : (z))
