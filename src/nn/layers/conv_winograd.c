@@ -67,7 +67,11 @@ static int wino_build(ct_model *m, const ct_layer *L) {
  * V and M, which made the separate kernels memory-bound (bench kernels,
  * forward): resnet20's 16 -> 16 layers 3.6-4.4 -> 1.4-1.5 ms, its 32 -> 32
  * ones 1.7 -> 1.1-1.3, mnist-cnn's 32 -> 64 8.9 -> 4.7 ms. At 128 input
- * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7). */
+ * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7).
+ * Nor above 64 x 128 channel pairs: each work-item's outputs loop over all of
+ * U (36 x cin x kout floats, 2.4 MB at 64 -> 256, past a core's L2), and
+ * cifar-fast's 15x15 64 -> 256 layer ran its forward at 86 GFLOP/s fused,
+ * 225 ms at batch 1024 against 203 ms separate (whole bench 0.988x). */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
     return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C &&
            cin * kout <= WINO_FUSED_C * 128 && !loop_capped(m);
