@@ -20,20 +20,22 @@
  * (the minimax fit Eigen and TensorFlow use): within 1e-7 of erf up to
  * |x| = 3.9 and 3.3e-7 at most (float32's erff: 5e-8), a few
  * multiply-adds and a division that vectorise. The builtin erf took about
- * three quarters of batch norm + GELU's forward on PoCL (AVX-512). */
+ * three quarters of batch norm + GELU's forward on PoCL (AVX-512). mad, not
+ * fma: Mesa 22.3's llvmpipe runs a vector fma far slower than mul + add
+ * (test_bn on rusticl: 92 s with fma, 3.3 s with mad). */
 #define CT_ERF_DEF(VT)                                                                                   \
     inline VT ct_erf_##VT(const VT a) {                                                                  \
         const VT x = clamp(a, (VT)(-4.0f), (VT)(4.0f)), x2 = x * x;                                     \
-        VT p = fma(x2, (VT)(-2.72614225801306e-10f), (VT)(2.77068142495902e-08f));                      \
-        p = fma(x2, p, (VT)(-2.10102402082508e-06f));                                                    \
-        p = fma(x2, p, (VT)(-5.69250639462346e-05f));                                                    \
-        p = fma(x2, p, (VT)(-7.34990630326855e-04f));                                                    \
-        p = fma(x2, p, (VT)(-2.95459980854025e-03f));                                                    \
-        p = fma(x2, p, (VT)(-1.60960333262415e-02f));                                                    \
-        VT q = fma(x2, (VT)(-1.45660718464996e-05f), (VT)(-2.13374055278905e-04f));                     \
-        q = fma(x2, q, (VT)(-1.68282697438203e-03f));                                                    \
-        q = fma(x2, q, (VT)(-7.37332916720468e-03f));                                                    \
-        q = fma(x2, q, (VT)(-1.42647390514189e-02f));                                                    \
+        VT p = mad(x2, (VT)(-2.72614225801306e-10f), (VT)(2.77068142495902e-08f));                      \
+        p = mad(x2, p, (VT)(-2.10102402082508e-06f));                                                    \
+        p = mad(x2, p, (VT)(-5.69250639462346e-05f));                                                    \
+        p = mad(x2, p, (VT)(-7.34990630326855e-04f));                                                    \
+        p = mad(x2, p, (VT)(-2.95459980854025e-03f));                                                    \
+        p = mad(x2, p, (VT)(-1.60960333262415e-02f));                                                    \
+        VT q = mad(x2, (VT)(-1.45660718464996e-05f), (VT)(-2.13374055278905e-04f));                     \
+        q = mad(x2, q, (VT)(-1.68282697438203e-03f));                                                    \
+        q = mad(x2, q, (VT)(-7.37332916720468e-03f));                                                    \
+        q = mad(x2, q, (VT)(-1.42647390514189e-02f));                                                    \
         return x * p / q;                                                                                \
     }
 CT_ERF_DEF(float)
