@@ -28,9 +28,10 @@
  * act); mode 3: the same with dy times the kept derivative d. gws = (C / VW, chunks): bn_reduce8 (C a multiple of 8) reads eight
  * channels of a row at once, the same sums lane by lane; a scalar work-item
  * per channel read one float of every 128-byte row and ran at 3 GB/s on PoCL.
- * bn_reduce16 (a CPU, C a multiple of 16: ct_channel_vw) takes sixteen, so
- * that GELU's erf and exp in mode 2 run on whole AVX-512 vectors: with
- * float8 a mode-2 pass over 64 channels took 8x its mode-0 pass on PoCL. */
+ * bn_reduce16 (a CPU, C a multiple of 16: ct_channel_vw) takes sixteen, as
+ * the CPU's vectors do: measured when training still ran mode 2 with GELU, a
+ * pass over 1024x15x15x64 took 40 ms as float8 (8x its mode-0 pass on PoCL)
+ * and 30-33 ms as float16; training now runs mode 3 there. */
 #define BN_REDUCE(NAME, VT, LD, ST, VW)                                                                  \
     __kernel void NAME(__global float *p1, __global float *p2, __global const float *x, __global const float *dy, \
                        __global const float *d, __global const float *stats, __global const float *params, const int offGamma,   \
@@ -114,10 +115,10 @@ __kernel void bn_fwd(__global float *y, __global const float *x, __global const 
     if (vw == 16) {
         float16 v = vload16(0, params + offGamma + c) * (vload16(0, x + i) - vload16(0, stats + c)) *
                         vload16(0, stats + C + c) + vload16(0, params + offBeta + c);
-        if (keep) { /* GELU and its derivative from one erf (the same values as CT_GELU and CT_GELU_GRAD) */
-            const float16 e = (float16)(1.0f) + CT_ERF(float16, v * (float16)(M_SQRT1_2_F));
-            vstore16((float16)(0.5f) * e + v * (float16)(0.3989422804014327f) * exp((float16)(-0.5f) * v * v), 0, d + i);
-            vstore16((float16)(0.5f) * v * e, 0, y + i);
+        if (keep) { /* GELU and its derivative from one erf */
+            const float16 e = CT_GELU_E(float16, v);
+            vstore16(CT_GELU_GRAD_OF(float16, v, e), 0, d + i);
+            vstore16(CT_GELU_OF(float16, v, e), 0, y + i);
             return;
         }
         v = CT_ACT(float16, v, act);
@@ -126,9 +127,9 @@ __kernel void bn_fwd(__global float *y, __global const float *x, __global const 
     }
     float v = params[offGamma + c] * (x[i] - stats[c]) * stats[C + c] + params[offBeta + c];
     if (keep) {
-        const float e = 1.0f + CT_ERF(float, v * M_SQRT1_2_F);
-        d[i] = 0.5f * e + v * 0.3989422804014327f * exp(-0.5f * v * v);
-        y[i] = 0.5f * v * e;
+        const float e = CT_GELU_E(float, v);
+        d[i] = CT_GELU_GRAD_OF(float, v, e);
+        y[i] = CT_GELU_OF(float, v, e);
         return;
     }
     v = CT_ACT(float, v, act);

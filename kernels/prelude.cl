@@ -42,10 +42,13 @@ CT_ERF_DEF(float)
 CT_ERF_DEF(float8)
 CT_ERF_DEF(float16)
 #define CT_ERF(VT, x) ct_erf_##VT(x)
-#define CT_GELU(VT, z) ((VT)(0.5f) * (z) * ((VT)(1.0f) + CT_ERF(VT, (z) * (VT)(M_SQRT1_2_F))))
-#define CT_GELU_GRAD(VT, z)                                                                              \
-    ((VT)(0.5f) * ((VT)(1.0f) + CT_ERF(VT, (z) * (VT)(M_SQRT1_2_F))) +                                 \
-     (z) * (VT)(0.3989422804014327f) * exp((VT)(-0.5f) * (z) * (z)))
+/* GELU and GELU' from e = 1 + erf(z / sqrt 2), which both need (batch norm's
+ * forward computes e once for the two) */
+#define CT_GELU_E(VT, z) ((VT)(1.0f) + CT_ERF(VT, (z) * (VT)(M_SQRT1_2_F)))
+#define CT_GELU_OF(VT, z, e) ((VT)(0.5f) * (z) * (e))
+#define CT_GELU_GRAD_OF(VT, z, e) ((VT)(0.5f) * (e) + (z) * (VT)(0.3989422804014327f) * exp((VT)(-0.5f) * (z) * (z)))
+#define CT_GELU(VT, z) CT_GELU_OF(VT, z, CT_GELU_E(VT, z))
+#define CT_GELU_GRAD(VT, z) CT_GELU_GRAD_OF(VT, z, CT_GELU_E(VT, z))
 #define CT_ACT(VT, z, act)                                                                               \
     ((act) == CT_ACT_RELU ? fmax((z), (VT)(0.0f)) : (act) == CT_ACT_GELU ? CT_GELU(VT, z) : (z))
 #define CT_ACT_BWD(VT, g, t, act)                                                                        \

@@ -1113,49 +1113,6 @@ static void test_u8_input(void **state) {
  * at |z| <= 4). Past n, y and dz hold -7.5 (which ReLU and GELU would
  * change) and z NaN, none of which may change; z is poisoned throughout
  * before act_fwd (it must keep the input exactly). */
-/* GELU's erf (CT_ERF, kernels/prelude.cl: a rational approximation) on a
- * dense grid over [-12, 12], through act_fwd (GELU) and act_bwd with dz = 1
- * (GELU'), one float and sixteen at a time, against float64's erf: GELU
- * within 1e-6 absolute plus 3e-7 relative (float32's erff alone is 4.5e-7
- * absolute on GELU), GELU' within 4e-7 plus 3e-7 relative. */
-static void test_gelu_grid(void **state) {
-    (void)state;
-    CT_NEED_CL();
-    ct_model m;
-    make_model(&m, "[net]\nheight=1\nwidth=1\nchannels=2\nclasses=2\n[dense]\noutputs=2\n[softmax]\n", 1);
-    enum { N = 24000 }; /* a multiple of 16 */
-    cl_mem by = NULL, bz = NULL;
-    assert_int_equal(ct_cl_alloc(&g_cl, &by, N * 4, "test y"), 0);
-    assert_int_equal(ct_cl_alloc(&g_cl, &bz, N * 4, "test z"), 0);
-    float *z = malloc(N * 4), *one = malloc(N * 4), *want = malloc(N * 4);
-    for (int j = 0; j < N; j++) z[j] = -12.0f + 24.0f * (float)j / (N - 1), one[j] = 1.0f;
-    for (int vw = 1; vw <= 16; vw += 15) {
-        size_t gws = (size_t)(N / vw);
-        char what[64];
-        ct_cl_write(&g_cl, by, 0, N * 4, z);
-        dev_poison(bz, N);
-        ct_kargs(m.k_act_fwd, by, bz, CT_ACT_GELU, N, vw);
-        ct_cl_run(&g_cl, m.k_act_fwd, "act_fwd", 1, &gws, NULL);
-        float *y = dev_read(by, N);
-        for (int j = 0; j < N; j++) want[j] = (float)ref_act(z[j], CT_ACT_GELU);
-        snprintf(what, sizeof what, "GELU on [-12, 12], vw %d", vw);
-        assert_true(ct_compare(what, y, want, N, 3e-7, 1e-6));
-        ct_cl_write(&g_cl, by, 0, N * 4, one);
-        ct_cl_write(&g_cl, bz, 0, N * 4, z);
-        ct_kargs(m.k_act_bwd, by, bz, CT_ACT_GELU, N, vw);
-        ct_cl_run(&g_cl, m.k_act_bwd, "act_bwd", 1, &gws, NULL);
-        float *d = dev_read(by, N);
-        for (int j = 0; j < N; j++) want[j] = (float)ref_act_bwd(1.0f, z[j], CT_ACT_GELU);
-        snprintf(what, sizeof what, "GELU' on [-12, 12], vw %d", vw);
-        assert_true(ct_compare(what, d, want, N, 3e-7, 4e-7));
-        free(y); free(d);
-    }
-    free(z); free(one); free(want);
-    ct_cl_release(&by);
-    ct_cl_release(&bz);
-    ct_model_free(&m);
-}
-
 static void test_act_kernels(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -1208,6 +1165,49 @@ static void test_act_kernels(void **state) {
             }
     assert_true(tried16 > 0);
     free(x); free(t); free(want);
+    ct_cl_release(&by);
+    ct_cl_release(&bz);
+    ct_model_free(&m);
+}
+
+/* GELU's erf (CT_ERF, kernels/prelude.cl: a rational approximation) on a
+ * dense grid over [-12, 12], through act_fwd (GELU) and act_bwd with dz = 1
+ * (GELU'), one float and sixteen at a time, against float64's erf: GELU
+ * within 1e-6 absolute plus 3e-7 relative (float32's erff alone is 4.5e-7
+ * absolute on GELU), GELU' within 4e-7 plus 3e-7 relative. */
+static void test_gelu_grid(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    ct_model m;
+    make_model(&m, "[net]\nheight=1\nwidth=1\nchannels=2\nclasses=2\n[dense]\noutputs=2\n[softmax]\n", 1);
+    enum { N = 24000 }; /* a multiple of 16 */
+    cl_mem by = NULL, bz = NULL;
+    assert_int_equal(ct_cl_alloc(&g_cl, &by, N * 4, "test y"), 0);
+    assert_int_equal(ct_cl_alloc(&g_cl, &bz, N * 4, "test z"), 0);
+    float *z = malloc(N * 4), *one = malloc(N * 4), *want = malloc(N * 4);
+    for (int j = 0; j < N; j++) z[j] = -12.0f + 24.0f * (float)j / (N - 1), one[j] = 1.0f;
+    for (int vw = 1; vw <= 16; vw += 15) {
+        size_t gws = (size_t)(N / vw);
+        char what[64];
+        ct_cl_write(&g_cl, by, 0, N * 4, z);
+        dev_poison(bz, N);
+        ct_kargs(m.k_act_fwd, by, bz, CT_ACT_GELU, N, vw);
+        ct_cl_run(&g_cl, m.k_act_fwd, "act_fwd", 1, &gws, NULL);
+        float *y = dev_read(by, N);
+        for (int j = 0; j < N; j++) want[j] = (float)ref_act(z[j], CT_ACT_GELU);
+        snprintf(what, sizeof what, "GELU on [-12, 12], vw %d", vw);
+        assert_true(ct_compare(what, y, want, N, 3e-7, 1e-6));
+        ct_cl_write(&g_cl, by, 0, N * 4, one);
+        ct_cl_write(&g_cl, bz, 0, N * 4, z);
+        ct_kargs(m.k_act_bwd, by, bz, CT_ACT_GELU, N, vw);
+        ct_cl_run(&g_cl, m.k_act_bwd, "act_bwd", 1, &gws, NULL);
+        float *d = dev_read(by, N);
+        for (int j = 0; j < N; j++) want[j] = (float)ref_act_bwd(1.0f, z[j], CT_ACT_GELU);
+        snprintf(what, sizeof what, "GELU' on [-12, 12], vw %d", vw);
+        assert_true(ct_compare(what, d, want, N, 3e-7, 4e-7));
+        free(y); free(d);
+    }
+    free(z); free(one); free(want);
     ct_cl_release(&by);
     ct_cl_release(&bz);
     ct_model_free(&m);
@@ -1334,7 +1334,6 @@ static void test_frozen_prefix(void **state) {
     free(dx1); free(g_[0]); free(g_[1]); free(x); free(P);
     ct_model_free(&m);
 }
-
 
 int main(void) {
     const struct CMUnitTest tests[] = {
