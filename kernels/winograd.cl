@@ -199,7 +199,7 @@ __kernel void wino_w(__global float *U, __global const float *w, const int woff,
  * weights gathered). One output per work-item left PoCL scalar code over
  * private arrays: 0.6 ms for 64x64 weights, 2.1 ms for 128x128. */
 __kernel void wino_w16(__global float *U, __global const float *w, const int woff, const int C, const int K,
-                       const int flip) {
+                       const int flip, const int packed) {
     const int i0 = (int)get_global_id(0) * 16, i1 = (int)get_global_id(1);
     float16 g[3][3], u[WN][WN];
     _Pragma("unroll") for (int a = 0; a < 3; a++) _Pragma("unroll") for (int b = 0; b < 3; b++) {
@@ -212,7 +212,8 @@ __kernel void wino_w16(__global float *U, __global const float *w, const int wof
         }
     }
     T2D(float16, T_W, 3, WN, u, g);
-    const size_t CK = (size_t)C * K, o = flip ? (size_t)i1 * C + i0 : (size_t)i1 * K + i0;
+    const size_t CK = (size_t)C * K;
+    const size_t o = packed ? ((size_t)(i0 / 16) * (flip ? K : C) + i1) * 16 : flip ? (size_t)i1 * C + i0 : (size_t)i1 * K + i0;
     _Pragma("unroll") for (int i = 0; i < WN; i++) _Pragma("unroll") for (int j = 0; j < WN; j++)
         vstore16(u[i][j], 0, U + (WN * i + j) * CK + o);
 }
@@ -401,7 +402,11 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
  * 16; the same as wino_in + the GEMMs + wino_out in another rounding order.
  * Built for CPUs only (-DWINO_FUSED, src/nn/layers/conv.c): a GPU would hold the
  * tiles' V, up to 72 KiB per work-item, in slow memory.
- * gws = (ceil(T / FT)), U [36][C][K]. */
+ * Work-item (g, j) takes tiles [g*FT, g*FT + FT) and outputs [j*KB, j*KB + KB):
+ * its block of U (36 x C x KB floats) stays in the core's L2 while the
+ * work-items of that block, consecutive in dimension 0, take every tile.
+ * With one block for all K, each work-item streamed all of U (2.4 MB at
+ * 64 -> 256) for its 8 tiles. gws = (ceil(T / FT), ceil(K / KB)), U [36][C][K]. */
 #ifndef WINO_FUSED_C
 #define WINO_FUSED_C 64
 #endif
@@ -447,9 +452,9 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
 __kernel void wino_fused(__global float *y, __global const float *x, __global const float *U,
                          __global const float *bias, const int boff, const int has_bias, const int act, const int H,
                          const int W, const int C, const int pad, const int OH, const int OW, const int K,
-                         const int TH, const int TW, const int T) {
-    const int t0 = (int)get_global_id(0) * FT;
-    if (t0 >= T) return;
+                         const int TH, const int TW, const int T, const int KB) {
+    const int t0 = (int)get_global_id(0) * FT, k_lo = (int)get_global_id(1) * KB, k_hi = min(K, k_lo + KB);
+    if (t0 >= T || k_lo >= K) return;
     const int nt = min(FT, T - t0);
     float v[FT][WN * WN * WINO_FUSED_C] __attribute__((aligned(64)));
     for (int f = 0; f < FT; f++) {
@@ -460,18 +465,18 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
         }
         TILE_INTO_VF(t0 + f);
     }
-    for (int kb = 0; kb < K; kb += 16 * FNV) {
-        const int nvs = min(FNV, (K - kb) / 16);
+    for (int kb = k_lo; kb < k_hi; kb += 16 * FNV) {
+        const int nvs = min(FNV, (k_hi - kb) / 16);
         float16 mp[WN * WN][FT][FNV];
         for (int xi = 0; xi < WN * WN; xi++) {
             float16 acc[FT][FNV];
             _Pragma("unroll") for (int f = 0; f < FT; f++)
                 _Pragma("unroll") for (int nv = 0; nv < FNV; nv++) acc[f][nv] = (float16)(0.0f);
-            __global const float *u = U + (size_t)xi * C * K + kb;
+            __global const float *u = U + (size_t)xi * C * K + (size_t)kb * C;
             for (int c = 0; c < C; c++) {
                 float16 uv[FNV];
                 _Pragma("unroll") for (int nv = 0; nv < FNV; nv++)
-                    uv[nv] = nv < nvs ? vload16(nv, u + (size_t)c * K) : (float16)(0.0f);
+                    uv[nv] = nv < nvs ? vload16(0, u + ((size_t)nv * C + c) * 16) : (float16)(0.0f);
                 _Pragma("unroll") for (int f = 0; f < FT; f++) {
                     const float16 a = (float16)(v[f][xi * C + c]);
                     _Pragma("unroll") for (int nv = 0; nv < FNV; nv++) acc[f][nv] = fma(a, uv[nv], acc[f][nv]);

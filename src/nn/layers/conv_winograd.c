@@ -26,6 +26,20 @@ static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { 
  * resnet20 and mnist-cnn): 8 tiles x 16 outputs beat 4 x 32, 6 x 32, 4 x 64,
  * 12 x 16 and 16 x 16 by 5-25%. */
 enum { WINO_FT = 8, WINO_FUSED_C = 64, WINO_DWF_C = 32 };
+/* the most of U (bytes) one wino_fused work-item reads: its block of
+ * outputs, kept in a core's L2 (2 MiB on the AVX-512 Xeon it was measured on)
+ * for the work-items of every tile */
+enum { WINO_FUSED_U = 1 << 20 };
+
+/* wino_fused's outputs per work-item for cin -> kout: all kout, or the
+ * fewest equal blocks (multiples of 16) whose U fits WINO_FUSED_U */
+static int fused_kb(int cin, int kout) {
+    size_t per16 = (size_t)36 * cin * 16 * sizeof(float); /* U of 16 outputs */
+    int n16 = kout / 16, max16 = (int)(WINO_FUSED_U / per16);
+    if (max16 < 1) max16 = 1;
+    int blocks = (n16 + max16 - 1) / max16;
+    return 16 * ((n16 + blocks - 1) / blocks);
+}
 
 /* Whether the device ends a work-item's loops early (ct_cl_loop_limit: Mesa 22.3's llvmpipe, 65535 iterations
  * in all). The fused kernels loop over every tile, channel and point in one work-item: 8x8x64 -> 32 is some
@@ -68,13 +82,13 @@ static int wino_build(ct_model *m, const ct_layer *L) {
  * forward): resnet20's 16 -> 16 layers 3.6-4.4 -> 1.4-1.5 ms, its 32 -> 32
  * ones 1.7 -> 1.1-1.3, mnist-cnn's 32 -> 64 8.9 -> 4.7 ms. At 128 input
  * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7).
- * Nor above 64 x 128 channel pairs: each work-item's outputs loop over all of
- * U (36 x cin x kout floats, 2.4 MB at 64 -> 256, past a core's L2), and
- * cifar-fast's 15x15 64 -> 256 layer ran its forward at 86 GFLOP/s fused,
- * 225 ms at batch 1024 against 203 ms separate (whole bench 0.988x). */
+ * Its work-items split kout into blocks whose U fits a core's L2 (fused_kb):
+ * with all of U (36 x cin x kout floats, 2.4 MB at 64 -> 256) streamed per
+ * work-item, cifar-fast's 15x15 64 -> 256 layer ran its forward at 86
+ * GFLOP/s, 225 ms at batch 1024 against 203 ms separate. */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
     return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C &&
-           cin * kout <= WINO_FUSED_C * 128 && !loop_capped(m);
+           !loop_capped(m);
 }
 
 /* Whether L's weight gradient runs as wino_dw_fused: on a CPU, F(4x4), at
@@ -100,9 +114,10 @@ static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem x, int h
                        int pad, int OH, int OW, int kout, int B) {
     int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
     cl_kernel k = wk(m, L)->fused;
-    ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T);
-    size_t gws = (size_t)(T + WINO_FT - 1) / WINO_FT, lws = 1;
-    ct_cl_run(m->cl, k, "wino_fused", 1, &gws, &lws);
+    int KB = fused_kb(cin, kout);
+    ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T, KB);
+    size_t gws[2] = {(size_t)(T + WINO_FT - 1) / WINO_FT, (size_t)((kout + KB - 1) / KB)}, lws[2] = {1, 1};
+    ct_cl_run(m->cl, k, "wino_fused", 2, gws, lws);
 }
 
 
@@ -174,7 +189,12 @@ static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
     cl_kernel k = wide ? wk(m, L)->w16 : wk(m, L)->w;
     if (wide) gws[0] /= 16;
     size_t lws[2] = {ct_divisor_upto(gws[0], 16), 1}; /* (its private tiles, several KiB per work-item) */
-    ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
+    /* wino_fused reads U packed: [n*n][kout / 16][cin][16] */
+    int packed = wide && (flip ? fused(m, L, L->oc, L->ic) : fused(m, L, L->ic, L->oc));
+    if (wide)
+        ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip, packed);
+    else
+        ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip);
     ct_cl_run(m->cl, k, wide ? "wino_w16" : "wino_w", 2, gws, wide ? lws : NULL);
 }
 
