@@ -8,7 +8,9 @@
  * independent GEMMs M[xi] (T x K) = V[xi] (T x C) * U[xi] (C x K), run by the
  * GEMM kernels: n*n multiplies per tile and channel pair instead of 9*m*m
  * (16 for 36 at m = 2, 36 for 144 at m = 4).
- * Layouts: V [n*n][T][C], U [n*n][C][K], M [n*n][T][K].
+ * Layouts: V [n*n][T][C], U [n*n][C][ldu], M [n*n][T][K]; ldu is K, or more
+ * where the host pads U's rows (conv_winograd.c, u_ld); wino_fused reads U
+ * packed, [n*n][K/16][C][16].
  *   backward data: the same with dy as the input, pad 2 - pad and the
  *     weights turned 180 degrees, C and K swapped (wino_w flip=1: [n*n][K][C]);
  *   backward weights: dU[xi] (C x K) = V[xi]^T Z[xi] with Z = A dY A^T
@@ -174,11 +176,11 @@ __kernel void wino_in(__global float *V, __global const float *x, const int H, c
 }
 
 /* gws = (K, C): U = G g G^T of the weights w[woff + ((a*3 + b)*C + c)*K + k]
- * (HWIO). flip = 1, gws = (C, K): g turned 180 degrees and U written
- * [n*n][K][C], the weights of the data gradient; the index that runs fastest
+ * (HWIO), rows ldu floats apart. flip = 1, gws = (C, K): g turned 180 degrees and U written
+ * [n*n][K][ldu], the weights of the data gradient; the index that runs fastest
  * is the one U is written along (36 stores against 9 loads per work-item). */
 __kernel void wino_w(__global float *U, __global const float *w, const int woff, const int C, const int K,
-                     const int flip) {
+                     const int flip, const int ldu) {
     const int i0 = (int)get_global_id(0), i1 = (int)get_global_id(1);
     const int k = flip ? i1 : i0, c = flip ? i0 : i1;
     if (k >= K || c >= C) return;
@@ -189,17 +191,18 @@ __kernel void wino_w(__global float *U, __global const float *w, const int woff,
             g[a][b] = w[woff + ((size_t)(ka * 3 + kb) * C + c) * K + k];
         }
     T2D(float, T_W, 3, WN, u, g);
-    const size_t CK = (size_t)C * K, o = flip ? (size_t)k * C + c : (size_t)c * K + k;
+    const size_t CK = (size_t)(flip ? K : C) * ldu, o = flip ? (size_t)k * ldu + c : (size_t)c * ldu + k;
     for (int i = 0; i < WN; i++)
         for (int j = 0; j < WN; j++) U[(WN * i + j) * CK + o] = u[i][j];
 }
 
 /* wino_w with 16 of U's contiguous index per work-item (a CPU): k when not
  * flipped (gws = (K / 16, C)), c when flipped (gws = (C / 16, K), the
- * weights gathered). One output per work-item left PoCL scalar code over
+ * weights gathered); packed: U as wino_fused reads it ([n*n][K/16][C][16],
+ * flipped [n*n][C/16][K][16]; ldu unused). One output per work-item left PoCL scalar code over
  * private arrays: 0.6 ms for 64x64 weights, 2.1 ms for 128x128. */
 __kernel void wino_w16(__global float *U, __global const float *w, const int woff, const int C, const int K,
-                       const int flip, const int packed) {
+                       const int flip, const int packed, const int ldu) {
     const int i0 = (int)get_global_id(0) * 16, i1 = (int)get_global_id(1);
     float16 g[3][3], u[WN][WN];
     _Pragma("unroll") for (int a = 0; a < 3; a++) _Pragma("unroll") for (int b = 0; b < 3; b++) {
@@ -212,8 +215,8 @@ __kernel void wino_w16(__global float *U, __global const float *w, const int wof
         }
     }
     T2D(float16, T_W, 3, WN, u, g);
-    const size_t CK = (size_t)C * K;
-    const size_t o = packed ? ((size_t)(i0 / 16) * (flip ? K : C) + i1) * 16 : flip ? (size_t)i1 * C + i0 : (size_t)i1 * K + i0;
+    const size_t CK = packed ? (size_t)C * K : (size_t)(flip ? K : C) * ldu;
+    const size_t o = packed ? ((size_t)(i0 / 16) * (flip ? K : C) + i1) * 16 : (size_t)i1 * ldu + i0;
     _Pragma("unroll") for (int i = 0; i < WN; i++) _Pragma("unroll") for (int j = 0; j < WN; j++)
         vstore16(u[i][j], 0, U + (WN * i + j) * CK + o);
 }
