@@ -409,7 +409,9 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
  * its block of U (36 x C x KB floats) stays in the core's L2 while the
  * work-items of that block, consecutive in dimension 0, take every tile.
  * With one block for all K, each work-item streamed all of U (2.4 MB at
- * 64 -> 256) for its 8 tiles. gws = (ceil(T / FT), ceil(K / KB)), U [36][C][K]. */
+ * 64 -> 256) for its 8 tiles. U is packed, [36][K/16][C][16] (wino_w16): in
+ * [36][C][K] rows 1 KB apart the rows of a point shared four L1 sets.
+ * gws = (ceil(T / FT), ceil(K / KB)). */
 #ifndef WINO_FUSED_C
 #define WINO_FUSED_C 64
 #endif

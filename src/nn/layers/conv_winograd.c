@@ -91,10 +91,12 @@ static int wino_build(ct_model *m, const ct_layer *L) {
  * forward): resnet20's 16 -> 16 layers 3.6-4.4 -> 1.4-1.5 ms, its 32 -> 32
  * ones 1.7 -> 1.1-1.3, mnist-cnn's 32 -> 64 8.9 -> 4.7 ms. At 128 input
  * channels the batched GEMMs won (cifar-cnn's 8x8 layer: 4.9 against 7.7).
- * Its work-items split kout into blocks whose U fits a core's L2 (fused_kb):
- * with all of U (36 x cin x kout floats, 2.4 MB at 64 -> 256) streamed per
- * work-item, cifar-fast's 15x15 64 -> 256 layer ran its forward at 86
- * GFLOP/s, 225 ms at batch 1024 against 203 ms separate. */
+ * It reads U packed (wino_w16's packed layout, each 16 outputs' rows
+ * together): in rows 1 KB apart (64 -> 256) the 64 rows of a point fell into
+ * four L1 sets, each work-item read U again from L2, and cifar-fast's 15x15
+ * 64 -> 256 layer ran its forward at 86 GFLOP/s, 221 ms at batch 1024
+ * against 203 ms separate; packed, with its outputs in blocks whose U stays
+ * in L2 (fused_kb), 119 ms. */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
     return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C &&
            !loop_capped(m);
@@ -140,7 +142,8 @@ int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     int rc;
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
     /* ws2 also holds wino_dy's per-tile sums of dy (T x K) after Z */
-    size_t w1 = P * ct_max2(T * C, T2 * K), w2 = ct_max2(P * T * K + T * K, P * T2 * C), w3 = P * ct_max2(C * u_ld(m, (int)K), K * u_ld(m, (int)C));
+    size_t w1 = P * ct_max2(T * C, T2 * K), w2 = ct_max2(P * T * K + T * K, P * T2 * C);
+    size_t w3 = P * ct_max2(C * u_ld(m, (int)K), K * u_ld(m, (int)C)); /* U, its rows padded (u_ld) */
     /* a fused weight gradient: its S partial dU and bias sums in ws; the bias gradient sums S rows, else T */
     int dwf = dw_fused(m, L), per, S = dw_splits(m, (int)T, &per);
     if (dwf) w1 = ct_max2(w1, (size_t)S * (P * C * K + K));
