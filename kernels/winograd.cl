@@ -12,7 +12,7 @@
  * where the host pads U's rows (conv_winograd.c, u_ld); wino_fused reads U
  * packed, [n*n][K/16][C][16].
  *   backward data: the same with dy as the input, pad 2 - pad and the
- *     weights turned 180 degrees, C and K swapped (wino_w flip=1: [n*n][K][C]);
+ *     weights turned 180 degrees, C and K swapped (wino_w flip=1: [n*n][K][ldu]);
  *   backward weights: dU[xi] (C x K) = V[xi]^T Z[xi] with Z = A dY A^T
  *     (wino_dy; output positions past the edge count as 0), then
  *     dg = G^T dU G added into the gradient (wino_dw).

@@ -202,9 +202,10 @@ static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
     cl_kernel k = wide ? wk(m, L)->w16 : wk(m, L)->w;
     if (wide) gws[0] /= 16;
     size_t lws[2] = {ct_divisor_upto(gws[0], 16), 1}; /* (its private tiles, several KiB per work-item) */
-    /* wino_fused reads U packed: [n*n][kout / 16][cin][16] */
-    int packed = wide && (flip ? fused(m, L, L->oc, L->ic) : fused(m, L, L->ic, L->oc));
-    int ldu = u_ld(m, flip ? L->ic : L->oc);
+    /* this U's inputs and outputs (swapped for the data gradient); wino_fused reads U packed,
+     * [n*n][kout / 16][cin][16], and runs only where wino_w16 does (a CPU, kout a multiple of 16) */
+    int cin = flip ? L->oc : L->ic, kout = flip ? L->ic : L->oc;
+    int packed = wide && fused(m, L, cin, kout), ldu = u_ld(m, kout);
     if (wide)
         ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip, packed, ldu);
     else
