@@ -70,7 +70,9 @@ static void check_shape(int path, int tA, int tB, int M, int N, int K, float alp
 }
 
 static const int sizes[][3] = {{1, 1, 1}, {1, 17, 5}, {7, 1, 13}, {13, 31, 7}, {31, 33, 97}, {64, 64, 64},
-                               {97, 47, 257}, {5, 129, 3}, {128, 10, 128}, {257, 131, 19}};
+                               {97, 47, 257}, {5, 129, 3}, {128, 10, 128}, {257, 131, 19},
+                               /* a partial column block of 16 + 8 and of 8 alone (load16_edge's vector paths) */
+                               {45, 24, 64}, {9, 8, 33}};
 
 static void test_native_small(void **state) {
     (void)state;
