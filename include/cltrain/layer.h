@@ -150,7 +150,7 @@ static inline void *ct_layer_kind(const ct_model *m, const ct_layer *L) { return
  * ct_kernels_build / ct_kernels_release are the ct_layer_ops.build and
  * .release of a type whose state is one ct_kernels; ct_layer_kernel(m, L, j)
  * is its j-th kernel. */
-#define CT_MAX_KERNELS 8
+#define CT_MAX_KERNELS 12
 typedef struct ct_kernels { cl_program p; cl_kernel k[CT_MAX_KERNELS]; int n; } ct_kernels;
 int ct_kernels_load(ct_model *m, ct_kernels *ks, const char *file, const char *opts, const char *const *names, int n);
 void ct_kernels_unload(ct_kernels *ks);
