@@ -67,55 +67,57 @@ BN_REDUCE(bn_reduce, float, LD1, ST1, 1)
 BN_REDUCE(bn_reduce8, float8, LD8, ST8, 8)
 BN_REDUCE(bn_reduce16, float16, LD16, ST16, 16)
 
-/* bn_reduce64 (a CPU, C a multiple of 64): the same sums, 64 channels of a row (four float16,
- * 256 bytes) per work-item. bn_reduce16's work-items each read one 64-byte line of every row,
+/* bn_reduce64 and bn_reduce32 (a CPU, C a multiple of 64 or 32): the same sums, 64 or 32
+ * channels of a row (four or two float16: 256 or 128 bytes) per work-item. bn_reduce16's work-items each read one 64-byte line of every row,
  * rows C floats apart, in as many streams as arrays: the hardware's prefetchers did not follow
  * them, and its backward pass (mode 3, three arrays) ran at about 14 GB/s against bn_bwd_dx's
  * 35 on the same data (cifar-fast, 1024 x 8 x 8 x 256, PoCL). */
-#define NB4 4
-__kernel void bn_reduce64(__global float *p1, __global float *p2, __global const float *x, __global const float *dy,
-                          __global const float *d, __global const float *stats, __global const float *params,
-                          const int offGamma, const int offBeta, const int act, const int M, const int C,
-                          const int chunk, const int mode) {
-    const int c = (int)get_global_id(0) * 64, k = (int)get_global_id(1);
-    if (c >= C) return;
-    const int r0 = k * chunk, r1 = min(M, r0 + chunk);
-    float16 s1[NB4], s2[NB4];
-    _Pragma("unroll") for (int v = 0; v < NB4; v++) s1[v] = s2[v] = (float16)(0.0f);
-    if (mode == 0) {
-        for (int r = r0; r < r1; r++)
-            _Pragma("unroll") for (int v = 0; v < NB4; v++) s1[v] += vload16(v, x + (size_t)r * C + c);
-        float16 mean[NB4];
-        _Pragma("unroll") for (int v = 0; v < NB4; v++) mean[v] = s1[v] / (float)(r1 - r0);
-        for (int r = r0; r < r1; r++)
-            _Pragma("unroll") for (int v = 0; v < NB4; v++) {
-                const float16 dv = vload16(v, x + (size_t)r * C + c) - mean[v];
-                s2[v] += dv * dv;
-            }
-    } else {
-        float16 mean[NB4], invstd[NB4], gamma[NB4], beta[NB4];
-        _Pragma("unroll") for (int v = 0; v < NB4; v++) {
-            mean[v] = vload16(v, stats + c);
-            invstd[v] = vload16(v, stats + C + c);
-            gamma[v] = vload16(v, params + offGamma + c);
-            beta[v] = vload16(v, params + offBeta + c);
-        }
-        for (int r = r0; r < r1; r++)
-            _Pragma("unroll") for (int v = 0; v < NB4; v++) {
-                const size_t i = (size_t)r * C + c;
-                const float16 xv = vload16(v, x + i);
-                float16 g = vload16(v, dy + i);
-                if (mode == 3) g *= vload16(v, d + i);
-                else if (act != CT_ACT_LINEAR) ACT_BWD(float16, g, xv, gamma[v], mean[v], invstd[v], beta[v]);
-                s1[v] += g;
-                s2[v] += g * (xv - mean[v]) * invstd[v];
-            }
-    }
-    _Pragma("unroll") for (int v = 0; v < NB4; v++) {
-        vstore16(s1[v], v, p1 + (size_t)k * C + c);
-        vstore16(s2[v], v, p2 + (size_t)k * C + c);
-    }
+#define BN_REDUCE_ROW(NAME, NBV)                                                                                \
+__kernel void NAME(__global float *p1, __global float *p2, __global const float *x, __global const float *dy,   \
+                          __global const float *d, __global const float *stats, __global const float *params,   \
+                          const int offGamma, const int offBeta, const int act, const int M, const int C,       \
+                          const int chunk, const int mode) {                                                    \
+    const int c = (int)get_global_id(0) * (16 * NBV), k = (int)get_global_id(1);                                \
+    if (c >= C) return;                                                                                         \
+    const int r0 = k * chunk, r1 = min(M, r0 + chunk);                                                          \
+    float16 s1[NBV], s2[NBV];                                                                                   \
+    _Pragma("unroll") for (int v = 0; v < NBV; v++) s1[v] = s2[v] = (float16)(0.0f);                            \
+    if (mode == 0) {                                                                                            \
+        for (int r = r0; r < r1; r++)                                                                           \
+            _Pragma("unroll") for (int v = 0; v < NBV; v++) s1[v] += vload16(v, x + (size_t)r * C + c);         \
+        float16 mean[NBV];                                                                                      \
+        _Pragma("unroll") for (int v = 0; v < NBV; v++) mean[v] = s1[v] / (float)(r1 - r0);                     \
+        for (int r = r0; r < r1; r++)                                                                           \
+            _Pragma("unroll") for (int v = 0; v < NBV; v++) {                                                   \
+                const float16 dv = vload16(v, x + (size_t)r * C + c) - mean[v];                                 \
+                s2[v] += dv * dv;                                                                               \
+            }                                                                                                   \
+    } else {                                                                                                    \
+        float16 mean[NBV], invstd[NBV], gamma[NBV], beta[NBV];                                                  \
+        _Pragma("unroll") for (int v = 0; v < NBV; v++) {                                                       \
+            mean[v] = vload16(v, stats + c);                                                                    \
+            invstd[v] = vload16(v, stats + C + c);                                                              \
+            gamma[v] = vload16(v, params + offGamma + c);                                                       \
+            beta[v] = vload16(v, params + offBeta + c);                                                         \
+        }                                                                                                       \
+        for (int r = r0; r < r1; r++)                                                                           \
+            _Pragma("unroll") for (int v = 0; v < NBV; v++) {                                                   \
+                const size_t i = (size_t)r * C + c;                                                             \
+                const float16 xv = vload16(v, x + i);                                                           \
+                float16 g = vload16(v, dy + i);                                                                 \
+                if (mode == 3) g *= vload16(v, d + i);                                                          \
+                else if (act != CT_ACT_LINEAR) ACT_BWD(float16, g, xv, gamma[v], mean[v], invstd[v], beta[v]);  \
+                s1[v] += g;                                                                                     \
+                s2[v] += g * (xv - mean[v]) * invstd[v];                                                        \
+            }                                                                                                   \
+    }                                                                                                           \
+    _Pragma("unroll") for (int v = 0; v < NBV; v++) {                                                           \
+        vstore16(s1[v], v, p1 + (size_t)k * C + c);                                                             \
+        vstore16(s2[v], v, p2 + (size_t)k * C + c);                                                             \
+    }                                                                                                           \
 }
+BN_REDUCE_ROW(bn_reduce32, 2)
+BN_REDUCE_ROW(bn_reduce64, 4)
 
 /* stats = [mean[C], invstd[C]] from bn_reduce's mode-0 partials: the mean,
  * then the squared deviations as the sum over chunks of their own plus

@@ -170,9 +170,11 @@ static void test_device_vs_reference(void **state) {
     /* a mean 300 times the spread: sum of squares minus squared sum would
      * lose about 5 digits of the variance here (22500 against 0.08) */
     check_bn_at(8, 12, 12, 8, 0, 6, 150.0f, 0.5f);
-    /* C a multiple of 64: bn_reduce64 on a CPU (64 channels of a row per work-item), every mode:
+    /* C a multiple of 64 or 32: bn_reduce64 / bn_reduce32 on a CPU (a row's channels per work-item), every mode:
      * linear and ReLU (mode 2), GELU (mode 3, the kept derivative), the mean far from 0 (mode 0) */
     check_bn(3, 5, 7, 64, 0, 15);
+    check_bn(3, 5, 7, 96, CT_ACT_GELU, 19); /* bn_reduce32: 32 channels at once */
+    check_bn(4, 4, 4, 32, CT_ACT_RELU, 20);
     check_bn(2, 6, 6, 128, CT_ACT_RELU, 16);
     check_bn(2, 9, 9, 64, CT_ACT_GELU, 17); /* 162 rows: three chunks, the last partial */
     check_bn_at(2, 6, 6, 192, 0, 18, 150.0f, 0.5f);

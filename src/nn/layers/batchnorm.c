@@ -25,8 +25,8 @@ static const ct_key keys[] = {
 };
 
 /* The type's state: bn.cl's kernels, and the per-chunk partial sums its layers share */
-static const char *const kernels[] = {"bn_reduce", "bn_reduce8", "bn_reduce16", "bn_reduce64", "bn_stats", "bn_stats_eval", "bn_fwd", "bn_grads", "bn_bwd_dx"};
-enum { REDUCE, REDUCE8, REDUCE16, REDUCE64, STATS, STATS_EVAL, FWD, GRADS, DX };
+static const char *const kernels[] = {"bn_reduce", "bn_reduce8", "bn_reduce16", "bn_reduce32", "bn_reduce64", "bn_stats", "bn_stats_eval", "bn_fwd", "bn_grads", "bn_bwd_dx"};
+enum { REDUCE, REDUCE8, REDUCE16, REDUCE32, REDUCE64, STATS, STATS_EVAL, FWD, GRADS, DX };
 typedef struct bn_kind { ct_kernels ks; cl_mem p1, p2; size_t n; } bn_kind;
 /* the per-layer buffers, in L->own: [mean, invstd] and [sum dy, sum dy*xhat], 2*C each; with GELU,
  * its derivative at every output, kept by a training forward for backward (bn.cl), and whether it is */
@@ -85,9 +85,10 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
  * activation; 3: the same through the kept derivative) */
 static void reduce(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int M, int mode) {
     int C = L->oc, chunks = (M + BN_CHUNK - 1) / BN_CHUNK, chunk = BN_CHUNK;
-    int vw = ct_channel_vw(m, C) == 16 ? (C % 64 ? 16 : 64) : C % 8 ? 1 : 8;
+    /* channels per work-item: on a CPU (ct_channel_vw 16) a whole run of a row, 64 or 32 at once (bn.cl) */
+    int vw = ct_channel_vw(m, C) == 16 ? (C % 64 == 0 ? 64 : C % 32 == 0 ? 32 : 16) : C % 8 ? 1 : 8;
     const bn_kind *bk = ct_layer_kind(m, L);
-    cl_kernel k = bk->ks.k[vw == 64 ? REDUCE64 : vw == 16 ? REDUCE16 : vw == 8 ? REDUCE8 : REDUCE];
+    cl_kernel k = bk->ks.k[vw == 64 ? REDUCE64 : vw == 32 ? REDUCE32 : vw == 16 ? REDUCE16 : vw == 8 ? REDUCE8 : REDUCE];
     ct_bn_slices p = ct_bn_layout(L);
     ct_kargs(k, bk->p1, bk->p2, x, dy, mode == 3 ? DERIV_OF(L) : x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, mode ? L->act : 0, M, C,
              chunk, mode);
