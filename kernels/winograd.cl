@@ -178,20 +178,25 @@ __kernel void wino_in(__global float *V, __global const float *x, const int H, c
 /* gws = (K, C): U = G g G^T of the weights w[woff + ((a*3 + b)*C + c)*K + k]
  * (HWIO), rows ldu floats apart. flip = 1, gws = (C, K): g turned 180 degrees and U written
  * [n*n][K][ldu], the weights of the data gradient; the index that runs fastest
- * is the one U is written along (36 stores against 9 loads per work-item). */
+ * is the one U is written along (36 stores against 9 loads per work-item).
+ * packed: U as wino_fused reads it, [n*n][ceil(kout/16)][cin][16] (kout the index
+ * written along: k, or c when flipped), the lanes past kout zeros; gws's first
+ * dimension then runs to kout rounded up to 16 (ldu unused). */
 __kernel void wino_w(__global float *U, __global const float *w, const int woff, const int C, const int K,
-                     const int flip, const int ldu) {
+                     const int flip, const int ldu, const int packed) {
     const int i0 = (int)get_global_id(0), i1 = (int)get_global_id(1);
     const int k = flip ? i1 : i0, c = flip ? i0 : i1;
-    if (k >= K || c >= C) return;
+    const int kout = flip ? C : K, cin = flip ? K : C, ko = i0, ci = i1;
+    if (ci >= cin || ko >= (packed ? (kout + 15) / 16 * 16 : kout)) return;
     float g[3][3], u[WN][WN];
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++) {
             const int ka = flip ? 2 - a : a, kb = flip ? 2 - b : b;
-            g[a][b] = w[woff + ((size_t)(ka * 3 + kb) * C + c) * K + k];
+            g[a][b] = ko < kout ? w[woff + ((size_t)(ka * 3 + kb) * C + c) * K + k] : 0.0f; /* G 0 G^T = 0 */
         }
     T2D(float, T_W, 3, WN, u, g);
-    const size_t CK = (size_t)(flip ? K : C) * ldu, o = flip ? (size_t)k * ldu + c : (size_t)c * ldu + k;
+    const size_t CK = packed ? (size_t)cin * ((kout + 15) / 16 * 16) : (size_t)cin * ldu;
+    const size_t o = packed ? ((size_t)(ko / 16) * cin + ci) * 16 + ko % 16 : (size_t)ci * ldu + ko;
     for (int i = 0; i < WN; i++)
         for (int j = 0; j < WN; j++) U[(WN * i + j) * CK + o] = u[i][j];
 }
@@ -402,7 +407,9 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
  * speed. (Writing V out as well, for the weight gradient, cost more here
  * than wino_in recomputing it there: 36 store streams beside the private
  * tiles, 4.5 ms for mnist-cnn's 21 MB.) C <= WINO_FUSED_C, K a multiple of
- * 16; the same as wino_in + the GEMMs + wino_out in another rounding order.
+ * 8 (U padded to 16s; the last vector of outputs stored in part: cifar-fast's
+ * first data gradient, 64 -> 24); the same as wino_in + the GEMMs + wino_out in
+ * another rounding order.
  * Built for CPUs only (-DWINO_FUSED, src/nn/layers/conv.c): a GPU would hold the
  * tiles' V, up to 72 KiB per work-item, in slow memory.
  * Work-item (g, j) takes tiles [g*FT, g*FT + FT) and outputs [j*KB, j*KB + KB):
@@ -451,8 +458,27 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
     FUSED_IN(float16, LD16, PST16, 16)                                                                   \
     FUSED_IN(float8, LD8, PST8, 8)                                                                       \
     FUSED_IN(float, LD1, PST1, 1)
-/* y's rows are 64-byte aligned here (K a multiple of 16): one store, not vstore16's three */
-#define GST16(val, p) (*(__global float16 *)(p) = (val))
+/* the first `valid` of 16 floats at p (a partial vector of outputs: K not a multiple of 16) */
+inline float16 load_part(__global const float *p, int valid) {
+    if (valid >= 16) return vload16(0, p);
+    float t[16];
+    for (int j = 0; j < 16; j++) t[j] = j < valid ? p[j] : 0.0f;
+    return vload16(0, t);
+}
+inline void store_part(float16 v, __global float *p, int valid) {
+    if (valid >= 16) {
+        vstore16(v, 0, p);
+    } else if (valid == 8) {
+        vstore8(v.lo, 0, p);
+    } else {
+        float t[16];
+        vstore16(v, 0, t);
+        for (int j = 0; j < valid; j++) p[j] = t[j];
+    }
+}
+/* y's rows are 64-byte aligned when K is a multiple of 16: one store, not vstore16's three;
+ * else the outputs k.. of the row, as many of 16 as there are */
+#define GST16(val, p) ((K & 15) == 0 ? (void)(*(__global float16 *)(p) = (val)) : store_part((val), (p), K - k))
 #define MP(unused, i, j) mp[WN * (i) + (j)][f][nv]
 __kernel void wino_fused(__global float *y, __global const float *x, __global const float *U,
                          __global const float *bias, const int boff, const int has_bias, const int act, const int H,
@@ -470,14 +496,15 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
         }
         TILE_INTO_VF(t0 + f);
     }
+    const int Kp = (K + 15) / 16 * 16; /* U's outputs, padded with zeros to 16s (wino_w, wino_w16) */
     for (int kb = k_lo; kb < k_hi; kb += 16 * FNV) {
-        const int nvs = min(FNV, (k_hi - kb) / 16);
+        const int nvs = min(FNV, (k_hi - kb + 15) / 16);
         float16 mp[WN * WN][FT][FNV];
         for (int xi = 0; xi < WN * WN; xi++) {
             float16 acc[FT][FNV];
             _Pragma("unroll") for (int f = 0; f < FT; f++)
                 _Pragma("unroll") for (int nv = 0; nv < FNV; nv++) acc[f][nv] = (float16)(0.0f);
-            __global const float *u = U + (size_t)xi * C * K + (size_t)kb * C;
+            __global const float *u = U + (size_t)xi * C * Kp + (size_t)kb * C;
             for (int c = 0; c < C; c++) {
                 float16 uv[FNV];
                 _Pragma("unroll") for (int nv = 0; nv < FNV; nv++)
@@ -494,7 +521,7 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
             TILE_OF(t0 + f);
             for (int nv = 0; nv < nvs; nv++) {
                 const int k = kb + 16 * nv;
-                const float16 bk = has_bias ? vload16(0, bias + boff + k) : (float16)(0.0f);
+                const float16 bk = has_bias ? load_part(bias + boff + k, K - k) : (float16)(0.0f);
                 OUT_PASSES(float16, MP, _, GST16)
             }
         }

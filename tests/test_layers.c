@@ -342,6 +342,7 @@ static void test_conv_winograd(void **state) {
         {2, 1, 7, 6, 24, 16, 3, 1, 1, 1},  /* 16 + 8 input channels: unaligned 16-wide tile rows */
         {1, 1, 4, 4, 256, 256, 3, 1, 1, 1}, /* 256 x 256 weights: the weight kernels' work-groups (a crash once) */
         {2, 1, 5, 6, 64, 208, 3, 1, 1, 1}, /* wino_fused's outputs in two blocks (112 + 96: fused_kb) */
+        {2, 1, 9, 7, 24, 64, 3, 1, 1, 1},  /* cifar-fast's first conv: its data gradient fused to 24 outputs (16 + 8) */
     };
     static const int algos[] = {CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
     /* CLTRAIN_TEST_SUBSET=device: four of the Winograd cases (17 -> 33 channels: the scalar channel
@@ -358,7 +359,7 @@ static void test_conv_winograd(void **state) {
         n += run_conv_pick(wcases, sizeof wcases / sizeof *wcases, wpick, 4, 400 + 1000 * a, 1);
         fprintf(stderr, "# F(%dx%d, 3x3)%s: %d cases ran as Winograd\n", 2 + 2 * (a > 0), 2 + 2 * (a > 0),
                 a == 2 ? " unfused" : "", n);
-        assert_int_equal(n, subset ? 4 : 5 + 16);
+        assert_int_equal(n, subset ? 4 : 5 + 17);
     }
     g_wino_unfused = 0;
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */

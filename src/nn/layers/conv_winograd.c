@@ -40,11 +40,13 @@ enum { WINO_FUSED_U = 1 << 20 };
  * 14.6 -> 13.8 ms a step. */
 static int u_ld(const ct_model *m, int n) { return m->cl->is_cpu && n % 128 == 0 ? n + 16 : n; }
 
+#define R16(n) (((n) + 15) / 16 * 16)
+
 /* wino_fused's outputs per work-item for cin -> kout: all kout, or the
  * fewest equal blocks (multiples of 16) whose U fits WINO_FUSED_U */
 static int fused_kb(int cin, int kout) {
     size_t per16 = (size_t)36 * cin * 16 * sizeof(float); /* U of 16 outputs */
-    int n16 = kout / 16, max16 = (int)(WINO_FUSED_U / per16);
+    int n16 = (kout + 15) / 16, max16 = (int)(WINO_FUSED_U / per16);
     if (max16 < 1) max16 = 1;
     int blocks = (n16 + max16 - 1) / max16;
     return 16 * ((n16 + blocks - 1) / blocks);
@@ -98,7 +100,7 @@ static int wino_build(ct_model *m, const ct_layer *L) {
  * against 203 ms separate; packed, with its outputs in blocks whose U stays
  * in L2 (fused_kb), 119 ms. */
 static int fused(const ct_model *m, const ct_layer *L, int cin, int kout) {
-    return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 16 == 0 && cin <= WINO_FUSED_C &&
+    return !m->wino_unfused && m->cl->is_cpu && CT_CONV_WINO(L) == 4 && kout % 8 == 0 && cin <= WINO_FUSED_C &&
            !loop_capped(m);
 }
 
@@ -143,7 +145,7 @@ int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t T = tiles_out(L, batch), T2 = tiles_in(L, batch), C = (size_t)L->ic, K = (size_t)L->oc, P = (size_t)wn2(L);
     /* ws2 also holds wino_dy's per-tile sums of dy (T x K) after Z */
     size_t w1 = P * ct_max2(T * C, T2 * K), w2 = ct_max2(P * T * K + T * K, P * T2 * C);
-    size_t w3 = P * ct_max2(C * u_ld(m, (int)K), K * u_ld(m, (int)C)); /* U, its rows padded (u_ld) */
+    size_t w3 = P * ct_max2(C * ct_max2(u_ld(m, (int)K), R16(K)), K * ct_max2(u_ld(m, (int)C), R16(C))); /* U, its rows padded (u_ld), or packed in 16s */
     /* a fused weight gradient: its S partial dU and bias sums in ws; the bias gradient sums S rows, else T */
     int dwf = dw_fused(m, L), per, S = dw_splits(m, (int)T, &per);
     if (dwf) w1 = ct_max2(w1, (size_t)S * (P * C * K + K));
@@ -203,13 +205,14 @@ static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
     if (wide) gws[0] /= 16;
     size_t lws[2] = {ct_divisor_upto(gws[0], 16), 1}; /* (its private tiles, several KiB per work-item) */
     /* this U's inputs and outputs (swapped for the data gradient); wino_fused reads U packed,
-     * [n*n][kout / 16][cin][16], and runs only where wino_w16 does (a CPU, kout a multiple of 16) */
+     * [n*n][ceil(kout / 16)][cin][16] (a CPU, kout a multiple of 8: wino_w16, or wino_w for kout in 8s) */
     int cin = flip ? L->oc : L->ic, kout = flip ? L->ic : L->oc;
-    int packed = wide && fused(m, L, cin, kout), ldu = u_ld(m, kout);
+    int packed = fused(m, L, cin, kout), ldu = u_ld(m, kout);
+    if (packed && !wide) gws[0] = (gws[0] + 15) / 16 * 16; /* kout in 8s: wino_w writes the zeros of its last 16 */
     if (wide)
         ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip, packed, ldu);
     else
-        ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip, ldu);
+        ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip, ldu, packed);
     ct_cl_run(m->cl, k, wide ? "wino_w16" : "wino_w", 2, gws, wide ? lws : NULL);
 }
 
