@@ -240,22 +240,23 @@ __kernel void wino_w16(__global float *U, __global const float *w, const int wof
 /* A^T M A two output rows at a time from X(XA, i, j), the point (i, j) of M,
  * each row stored by OUT_ROW with ST (wino_out and wino_fused, which read M
  * from different places) */
-#define OUT_PASSES(VT, X, XA, ST)                                                                        \
+#define OUT_PASSES_R(VT, X, XA, ROW, ST)                                                                 \
     VT u[WN], w[WN], e[WINO_M];                                                                          \
     _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
         const VT p = X(XA, 1, j) + X(XA, 2, j), q = X(XA, 3, j) + X(XA, 4, j);                           \
         u[j] = X(XA, 0, j) + p + q;                                                                      \
         w[j] = p + 4.0f * q;                                                                             \
     }                                                                                                    \
-    T_OUT(e, u); OUT_ROW(VT, ST, 0, e)                                                                   \
-    T_OUT(e, w); OUT_ROW(VT, ST, 2, e)                                                                   \
+    T_OUT(e, u); ROW(VT, ST, 0, e)                                                                       \
+    T_OUT(e, w); ROW(VT, ST, 2, e)                                                                       \
     _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
         const VT p = X(XA, 1, j) - X(XA, 2, j), q = X(XA, 3, j) - X(XA, 4, j);                           \
         u[j] = p + 2.0f * q;                                                                             \
         w[j] = p + 8.0f * q + X(XA, 5, j);                                                               \
     }                                                                                                    \
-    T_OUT(e, u); OUT_ROW(VT, ST, 1, e)                                                                   \
-    T_OUT(e, w); OUT_ROW(VT, ST, 3, e)
+    T_OUT(e, u); ROW(VT, ST, 1, e)                                                                       \
+    T_OUT(e, w); ROW(VT, ST, 3, e)
+#define OUT_PASSES(VT, X, XA, ST) OUT_PASSES_R(VT, X, XA, OUT_ROW, ST)
 #define WINO_OUT(VT, LD, ST, VW)                                                                         \
     for (; k + VW <= K; k += VW) {                                                                       \
         const VT bk = has_bias ? LD(bias + boff + k) : (VT)(0.0f);                                       \
@@ -480,10 +481,33 @@ inline void store_part(float16 v, __global float *p, int valid) {
  * else the outputs k.. of the row, as many of 16 as there are */
 #define GST16(val, p) ((K & 15) == 0 ? (void)(*(__global float16 *)(p) = (val)) : store_part((val), (p), K - k))
 #define MP(unused, i, j) mp[WN * (i) + (j)][f][nv]
+/* pool: a row of the tile into ev (plus the bias; act is linear) instead of y */
+#define KEEP_ROW(VT, ST, r, e) _Pragma("unroll") for (int j = 0; j < WINO_M; j++) ev[r][j] = e[j] + bk;
+/* pool: the 2x2 window (2*pr, 2*pc) of the tile, its maximum into yp and its position into parg
+ * exactly as maxpool_fwd (pool.cl) finds them: the first maximum in (ky, kx) order */
+#define POOL_WINDOW(pr, pc)                                                                              \
+    if (2 * th + (pr) < POH && 2 * tw + (pc) < POW) {                                                    \
+        float16 mx = ev[2 * (pr)][2 * (pc)];                                                             \
+        int16 a = (int16)(0);                                                                            \
+        _Pragma("unroll") for (int q = 1; q < 4; q++) {                                                  \
+            const float16 v = ev[2 * (pr) + q / 2][2 * (pc) + q % 2];                                    \
+            const int16 gt = v > mx;                                                                     \
+            mx = select(mx, v, gt);                                                                      \
+            a = select(a, (int16)(q), gt);                                                               \
+        }                                                                                                \
+        const size_t po = (((size_t)b * POH + 2 * th + (pr)) * POW + 2 * tw + (pc)) * K + k;             \
+        *(__global float16 *)(yp + po) = mx;                                                             \
+        *(__global ushort16 *)(parg + po) = convert_ushort16(a);                                         \
+    }
+/* pool = 1 (a 2x2 stride-2 [maxpool] after this conv, K a multiple of 16, act linear: ct_layer.pool_next):
+ * the tile's 4x4 outputs are pooled in registers into yp (POH x POW x K) and the maxima's window
+ * positions into parg, as maxpool_fwd would from y, and y is not written. The windows of a tile
+ * lie inside it (4x4 tiles at multiples of 4), so no window needs two work-items. */
 __kernel void wino_fused(__global float *y, __global const float *x, __global const float *U,
                          __global const float *bias, const int boff, const int has_bias, const int act, const int H,
                          const int W, const int C, const int pad, const int OH, const int OW, const int K,
-                         const int TH, const int TW, const int T, const int KB) {
+                         const int TH, const int TW, const int T, const int KB, const int pool,
+                         __global float *yp, __global ushort *parg, const int POH, const int POW) {
     const int t0 = (int)get_global_id(0) * FT, k_lo = (int)get_global_id(1) * KB, k_hi = min(K, k_lo + KB);
     if (t0 >= T || k_lo >= K) return;
     const int nt = min(FT, T - t0);
@@ -522,7 +546,13 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
             for (int nv = 0; nv < nvs; nv++) {
                 const int k = kb + 16 * nv;
                 const float16 bk = has_bias ? load_part(bias + boff + k, K - k) : (float16)(0.0f);
-                OUT_PASSES(float16, MP, _, GST16)
+                if (pool) {
+                    float16 ev[WINO_M][WINO_M];
+                    OUT_PASSES_R(float16, MP, _, KEEP_ROW, _)
+                    POOL_WINDOW(0, 0) POOL_WINDOW(0, 1) POOL_WINDOW(1, 0) POOL_WINDOW(1, 1)
+                } else {
+                    OUT_PASSES(float16, MP, _, GST16)
+                }
             }
         }
     }

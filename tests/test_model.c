@@ -583,6 +583,75 @@ static void test_end_to_end_adam(void **state) {
     ct_model_free(&m);
 }
 
+/* A fused Winograd conv with a linear activation, then a 2x2 maxpool (ct_layer.pool_next): in a whole
+ * forward (ct_model_forward) the conv pools in its own kernel, writes the pool's output and maxima
+ * positions, and leaves its own output unwritten. Against the same model run layer by layer (each
+ * layer's own kernels): the pool's output, its positions, the logits, the loss and every parameter
+ * gradient equal to the bit (pooling selects; it computes nothing). Odd sizes: the last tile row
+ * and column hold no whole window. */
+static void test_conv_pool_fused(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    const char *cfg = "[net]\nheight=13\nwidth=11\nchannels=3\nclasses=3\n"
+                      "[conv]\nfilters=16\nsize=3\npad=1\nactivation=relu\n"
+                      "[conv]\nfilters=32\nsize=3\npad=1\n[maxpool]\nsize=2\n"
+                      "[batchnorm]\nactivation=gelu\n[dense]\noutputs=3\n[softmax]\n";
+    enum { B = 5 };
+    ct_model m;
+    assert_int_equal(ct_model_parse(&m, cfg, "pool.cfg"), 0);
+    m.conv_algo = CT_CONV_AUTO; /* F(4x4) for the 16 -> 32 conv on a CPU, as training runs it */
+    int rc = ct_model_setup(&m, &g_cl, B, CT_GEMM_NATIVE);
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    ct_model_init_weights(&m, 7);
+    const ct_layer *c = &m.layers[1], *p = &m.layers[2], *last = &m.layers[m.n_layers - 1];
+    assert_true(c->pool_next);
+    ct_rng g = ct_rng_make(2024, 0, 0);
+    uint8_t img[B * 13 * 11 * 3];
+    int32_t lab[B];
+    for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
+    for (int b = 0; b < B; b++) lab[b] = (int32_t)ct_rng_below(&g, 3);
+    size_t nc = (size_t)B * c->oh * c->ow * c->oc, np = (size_t)B * p->oh * p->ow * p->oc, nl = (size_t)B * 3;
+    float *cy = malloc(nc * 4), *y[2], *lg[2], *gr[2], loss[2];
+    cl_ushort *arg[2];
+    for (int v = 0; v < 2; v++) {
+        y[v] = malloc(np * 4); lg[v] = malloc(nl * 4); gr[v] = malloc(m.n_params * 4); arg[v] = malloc(np * 2);
+    }
+    for (size_t i = 0; i < nc; i++) cy[i] = NAN; /* the conv's output, poisoned */
+    int32_t pred[B];
+    for (int v = 0; v < 2; v++) { /* 0: layer by layer; 1: the whole forward */
+        ct_model_set_batch(&m, img, lab, B, 1.0f / 255.0f, 0.0f);
+        ct_model_zero_grad(&m);
+        ct_cl_write(m.cl, c->out, 0, nc * 4, cy);
+        if (v) ct_model_forward(&m, B);
+        else
+            for (int i = 0; i < m.n_layers; i++) ct_layer_forward(&m, i, B);
+        ct_model_loss(&m, B);
+        ct_model_backward(&m, B, NULL, NULL);
+        loss[v] = (float)ct_model_read_results(&m, B, pred);
+        ct_cl_read(m.cl, p->out, 0, np * 4, y[v]);
+        ct_cl_read(m.cl, p->own[0], 0, np * 2, arg[v]);
+        ct_cl_read(m.cl, last->out, 0, nl * 4, lg[v]);
+        ct_cl_read(m.cl, m.grads, 0, m.n_params * 4, gr[v]);
+    }
+    float first;
+    ct_cl_read(m.cl, c->out, 0, 4, &first);
+    /* the conv pooled where it runs wino_fused: F(4x4) on a CPU whose loops are not capped */
+    int expect = g_cl.is_cpu && ct_conv_tile(c) == 4 && ct_cl_loop_limit(&g_cl) == 0;
+    fprintf(stderr, "# conv %s, pooled %d (expected %d), its output %s\n", ct_conv_tile(c) == 4 ? "F(4x4)" : "not F(4x4)",
+            c->pooled, expect, isnan(first) ? "unwritten" : "written");
+    assert_int_equal(c->pooled, expect);
+    assert_int_equal(isnan(first) != 0, c->pooled);
+    assert_memory_equal(y[0], y[1], np * 4);
+    assert_memory_equal(arg[0], arg[1], np * 2);
+    assert_memory_equal(lg[0], lg[1], nl * 4);
+    assert_memory_equal(gr[0], gr[1], m.n_params * 4);
+    assert_true(loss[0] == loss[1] && loss[0] > 0);
+    for (int v = 0; v < 2; v++) { free(y[v]); free(lg[v]); free(gr[v]); free(arg[v]); }
+    free(cy);
+    ct_model_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtin_mnist_cnn),
@@ -598,6 +667,7 @@ int main(void) {
         cmocka_unit_test(test_load_shaped_rewrites),
         cmocka_unit_test(test_huge_batch_refused),
         cmocka_unit_test(test_end_to_end_adam),
+        cmocka_unit_test(test_conv_pool_fused),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);
 }

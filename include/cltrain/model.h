@@ -76,6 +76,10 @@ typedef struct ct_layer {
     cl_mem out;                 /* [batch, oh, ow, oc] */
     cl_mem dx;                  /* [batch, ih, iw, ic]: gradient w.r.t. the input (not for layer 0) */
     int relu_next;              /* act is ReLU and its backward is done by the next layer's (a maxpool's: kernels/pool.cl) */
+    int pool_next;              /* the next layer is a 2x2, stride-2 [maxpool] that this layer alone feeds, and act is
+                                   linear: in a whole forward (ct_model_forward) this layer's forward may pool into it */
+    int pooled;                 /* its last forward wrote the next layer's output and maxima positions (pool_next):
+                                   in a whole forward the maxpool's has nothing to do; this layer's own out is stale */
     cl_mem act_in;              /* the activation's input, kept by the forward for the backward when the
                                    activation's gradient reads it (GELU) and the layer does not recompute it */
     cl_mem own[4];              /* buffers its type's setup allocated for it (its file names them); the model releases them */
@@ -154,6 +158,8 @@ typedef struct ct_model {
                                         ct_layer_ops.build when setup meets its first layer, freed by .release */
     uint32_t seed;              /* dropout masks hash (seed, step, layer, index) */
     int training;               /* 1: batch statistics (and running averages updated); 0: running averages */
+    int whole_pass;             /* inside ct_model_forward: layers may fuse across their boundary (pool_next); a layer
+                                   run alone (bench kernels, tune) writes its own output */
     int step;                   /* optimizer steps taken (Adam's bias correction, dropout masks) */
     int nonfinite;              /* read back with the results: the last step met a NaN/Inf gradient and was skipped */
     float label_smoothing;      /* softmax cross-entropy targets (1-e)*onehot + e/C; 0: plain one-hot */

@@ -275,7 +275,9 @@ void ct_model_gather(ct_model *m, cl_mem data, cl_mem lab, cl_mem idx, int B, fl
 }
 
 void ct_model_forward(ct_model *m, int B) {
+    m->whole_pass = 1;
     for (int i = 0; i < m->n_layers; i++) ct_layer_forward(m, i, B);
+    m->whole_pass = 0;
 }
 
 void ct_model_loss(ct_model *m, int B) {

@@ -142,6 +142,7 @@ static cl_mem run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
 /* out[B*oh*ow, oc] = act(im2col(x) W + b) */
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
+    L->pooled = 0; /* set by the Winograd forward where it pools into the next layer (pool_next) */
     if (CT_CONV_WINO(L)) {
         ct_conv_wino_forward(m, L, x, B);
         return;

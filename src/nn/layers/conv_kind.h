@@ -46,7 +46,7 @@ static inline size_t ct_max2(size_t a, size_t b) { return a > b ? a : b; }
 
 /* Winograd (CT_CONV_WINO(L) = m): workspaces, kept V, GEMM shapes and winograd.cl for batch; forward; backward */
 int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n);
-void ct_conv_wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B);
+void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B);
 void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B);
 
 /* The direct kernel: conv_direct.cl for L's shape into a slot of the kind and

@@ -122,13 +122,15 @@ static int dw_splits(const ct_model *m, int T, int *per) {
     return (T + *per - 1) / *per;
 }
 
-/* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act) */
+/* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act); with P, a 2x2
+ * stride-2 [maxpool] after L (ct_layer.pool_next), P's output and maxima positions instead of y */
 static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem x, int has_bias, int act, int H, int W, int cin,
-                       int pad, int OH, int OW, int kout, int B) {
+                       int pad, int OH, int OW, int kout, int B, const ct_layer *P) {
     int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
     cl_kernel k = wk(m, L)->fused;
     int KB = fused_kb(cin, kout);
-    ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T, KB);
+    ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T, KB,
+             P != NULL, P ? P->out : y, P ? P->own[0] : y, P ? P->oh : 0, P ? P->ow : 0);
     size_t gws[2] = {(size_t)(T + WINO_FT - 1) / WINO_FT, (size_t)((kout + KB - 1) / KB)}, lws[2] = {1, 1};
     ct_cl_run(m->cl, k, "wino_fused", 2, gws, lws);
 }
@@ -226,11 +228,15 @@ static void wino_dw_sum(ct_model *m, const ct_layer *L, cl_mem dU, int S) {
     ct_cl_run(m->cl, k, wide ? "wino_dw16" : "wino_dw", 2, gw, wide ? lws : NULL);
 }
 
-void ct_conv_wino_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
+void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
     cl_mem V = CT_CONV_KEPT(L) ? CT_CONV_KEPT(L) : m->ws;
     wino_weights(m, L, 0);
     if (fused(m, L, L->ic, L->oc)) {
-        wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B);
+        /* the 2x2 maxpool after it, in the same pass (forward only: the pool's backward reads its positions);
+         * it saves writing the full output and the pool's pass over it (cifar-fast at batch 1024: MEASURED) */
+        ct_layer *P = L->pool_next && m->whole_pass && L->oc % 16 == 0 ? L + 1 : NULL;
+        wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B, P);
+        L->pooled = P != NULL;
         return;
     }
     wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
@@ -275,7 +281,7 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
     if (!L->dx) return;
     wino_weights(m, L, 1);
     if (fused(m, L, K, C)) {
-        wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B);
+        wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B, NULL);
         return;
     }
     wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);

@@ -1,6 +1,8 @@
 /* nn/layers/maxpool.c: [maxpool]: window size=, stride= (default: size),
  * no padding, floor mode. The forward keeps each maximum's position for the
- * backward, and folds in the backward of a ReLU before it (layer.h).
+ * backward, and folds in the backward of a ReLU before it (layer.h). A 2x2
+ * stride-2 pool after a linear layer that can pool its own output (a fused
+ * Winograd conv) is done by that layer's forward (ct_layer.pool_next).
  * Kernels: kernels/pool.cl (maxpool_fwd/bwd). Reference: src/ref/pool.c;
  * tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
@@ -33,6 +35,8 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     for (int s = 0; s < m->n_layers && alone; s++)
         if (m->layers[s].from == i - 1) alone = 0;
     if (i > 0) m->layers[i - 1].relu_next = alone && m->layers[i - 1].act == CT_ACT_RELU;
+    if (i > 0) /* a producer that can pool its own output (conv_winograd.c's wino_fused) may do this forward */
+        m->layers[i - 1].pool_next = alone && m->layers[i - 1].act == CT_ACT_LINEAR && L->k == 2 && L->stride == 2;
     char what[64];
     snprintf(what, sizeof what, "layer %d maxima positions", i);
     return ct_cl_alloc(m->cl, &L->own[0], ct_out_size(L) * batch * sizeof(cl_ushort), what);
@@ -43,6 +47,7 @@ static int relu_in(const ct_model *m, int i) { return i > 0 && m->layers[i - 1].
 
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
+    if (m->whole_pass && i > 0 && m->layers[i - 1].pooled) return; /* the layer before wrote out and own[0] */
     cl_kernel k = ct_layer_kernel(m, L, FWD);
     ct_kargs(k, L->out, L->own[0], x, L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow, relu_in(m, i));
     size_t gws = (size_t)B * L->oh * L->ow;
