@@ -371,6 +371,80 @@ __kernel void wino_dy(__global float *Z, __global float *bsum, const int bsoff, 
     }
 }
 
+#if WINO_M == 4
+/* The backward of a conv whose output a 2x2 stride-2 [maxpool] alone reads (ct_layer.pool_next), from
+ * the pool's gradient dyp (POH x POW x K) and its maxima's window positions arg, without the pool's
+ * backward writing dy at full size: dy at (y, x) is dyp of the window holding it where arg names
+ * (y, x), else 0 (and 0 past the last whole window), summed onto 0 as maxpool_bwd (pool.cl) does, so
+ * the same bits. 16 channels at a time (K a multiple of 16). */
+inline float16 pooled_dy16(__global const float *dyp, __global const ushort *arg, const int b, const int y,
+                           const int x, const int POH, const int POW, const int K, const int k) {
+    const int wy = y >> 1, wx = x >> 1;
+    if (wy >= POH || wx >= POW) return (float16)(0.0f);
+    const size_t po = (((size_t)b * POH + wy) * POW + wx) * K + k;
+    const int16 a = convert_int16(*(__global const ushort16 *)(arg + po)); /* aligned: po is a multiple of 16 */
+    return (float16)(0.0f) + select((float16)(0.0f), vload16(0, dyp + po), a == (int16)((y & 1) * 2 + (x & 1)));
+}
+
+/* wino_dy from the pool's gradient: Z and the tile sums of dy as wino_dy makes them. gws = (T) */
+#undef GX
+#define GX(VT, LD, i, j) gt[i][j]
+__kernel void wino_dy_pool(__global float *Z, __global float *bsum, const int bsoff, __global const float *dyp,
+                           __global const ushort *arg, const int OH, const int OW, const int K, const int TH,
+                           const int TW, const int T, const int POH, const int POW) {
+    const int t = (int)get_global_id(0);
+    if (t >= T) return;
+    bsum += bsoff;
+    TILE_OF(t);
+    const size_t TK = (size_t)T * K, o = (size_t)t * K;
+    const int ni = min(WINO_M, OH - WINO_M * th), nj = min(WINO_M, OW - WINO_M * tw);
+    for (int k = 0; k < K; k += 16) {
+        float16 gt[WINO_M][WINO_M];
+        _Pragma("unroll") for (int i = 0; i < WINO_M; i++) _Pragma("unroll") for (int j = 0; j < WINO_M; j++)
+            gt[i][j] = pooled_dy16(dyp, arg, b, WINO_M * th + i, WINO_M * tw + j, POH, POW, K, k);
+        __global float *pz = Z + o + k;
+        float16 u[WINO_M], w[WINO_M], z[WN];
+        DY_PASSES(float16, _, DY_ROW, ST16)
+        float16 sum = (float16)(0.0f); /* tile_sum16's order */
+        for (int i = 0; i < ni; i++)
+            for (int j = 0; j < nj; j++) sum += gt[i][j];
+        vstore16(sum, 0, bsum + o + k);
+    }
+}
+#undef GX
+#define GX(VT, LD, i, j)                                                                                 \
+    (WINO_M * th + (i) < OH && WINO_M * tw + (j) < OW ? LD(pg + ((size_t)(i) * OW + (j)) * K) : (VT)(0.0f))
+
+/* wino_in of the data gradient from the pool's gradient: V of dy's tiles (dy H x W x C, pad pad) as
+ * wino_in makes them. gws = (T) */
+#undef RX
+#define RX(VT, LD, i, j) d[i][j]
+__kernel void wino_in_pool(__global float *V, __global const float *dyp, __global const ushort *arg, const int H,
+                           const int W, const int C, const int pad, const int TH, const int TW, const int T,
+                           const int POH, const int POW) {
+    const int t = (int)get_global_id(0);
+    if (t >= T) return;
+    TILE_OF(t);
+    const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
+    const size_t TC = (size_t)T * C, o = (size_t)t * C;
+    bool rok[WN], cok[WN];
+    for (int i = 0; i < WN; i++) {
+        rok[i] = y0 + i >= 0 && y0 + i < H;
+        cok[i] = x0 + i >= 0 && x0 + i < W;
+    }
+    for (int c = 0; c < C; c += 16) {
+        float16 d[WN][WN];
+        _Pragma("unroll") for (int i = 0; i < WN; i++) _Pragma("unroll") for (int j = 0; j < WN; j++)
+            d[i][j] = rok[i] && cok[j] ? pooled_dy16(dyp, arg, b, y0 + i, x0 + j, POH, POW, C, c) : (float16)(0.0f);
+        __global float *pv = V + o + c;
+        float16 u[WN], w[WN], v[WN];
+        IN_PASSES(float16, _, IN_ROW, ST16)
+    }
+}
+#undef RX
+#define RX(VT, LD, i, j) (rok[i] && cok[j] ? LD(px + ((size_t)(i) * W + (j)) * C) : (VT)(0.0f))
+#endif
+
 /* grads[woff + ((a*3 + b)*C + c)*K + k] += (G^T dU G)[a][b], dU the sum of S
  * partials [S][n*n][C][K] (wino_dw_fused's; 1: the GEMMs'). wino_dw: one k
  * per work-item, gws = (K, C); wino_dw16: 16 per work-item (a CPU, K a

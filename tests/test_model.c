@@ -585,17 +585,12 @@ static void test_end_to_end_adam(void **state) {
 
 /* A fused Winograd conv with a linear activation, then a 2x2 maxpool (ct_layer.pool_next): in a whole
  * forward (ct_model_forward) the conv pools in its own kernel, writes the pool's output and maxima
- * positions, and leaves its own output unwritten. Against the same model run layer by layer (each
+ * positions, and leaves its own output unwritten; where it can, its backward reads the pool's gradient
+ * and positions itself and the pool writes no dy. Against the same model run layer by layer (each
  * layer's own kernels): the pool's output, its positions, the logits, the loss and every parameter
  * gradient equal to the bit (pooling selects; it computes nothing). Odd sizes: the last tile row
  * and column hold no whole window. */
-static void test_conv_pool_fused(void **state) {
-    (void)state;
-    CT_NEED_CL();
-    const char *cfg = "[net]\nheight=13\nwidth=11\nchannels=3\nclasses=3\n"
-                      "[conv]\nfilters=16\nsize=3\npad=1\nactivation=relu\n"
-                      "[conv]\nfilters=32\nsize=3\npad=1\n[maxpool]\nsize=2\n"
-                      "[batchnorm]\nactivation=gelu\n[dense]\noutputs=3\n[softmax]\n";
+static void check_conv_pool_fused(const char *cfg, int C0, int dy_pooled) {
     enum { B = 5 };
     ct_model m;
     assert_int_equal(ct_model_parse(&m, cfg, "pool.cfg"), 0);
@@ -604,12 +599,12 @@ static void test_conv_pool_fused(void **state) {
     if (rc) fprintf(stderr, "# %s\n", ct_last_error());
     assert_int_equal(rc, 0);
     ct_model_init_weights(&m, 7);
-    const ct_layer *c = &m.layers[1], *p = &m.layers[2], *last = &m.layers[m.n_layers - 1];
+    const ct_layer *c = &m.layers[C0 == 3], *p = c + 1, *last = &m.layers[m.n_layers - 1];
     assert_true(c->pool_next);
     ct_rng g = ct_rng_make(2024, 0, 0);
-    uint8_t img[B * 13 * 11 * 3];
+    uint8_t img[B * 13 * 11 * 8];
     int32_t lab[B];
-    for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
+    for (size_t i = 0; i < (size_t)B * 13 * 11 * C0; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
     for (int b = 0; b < B; b++) lab[b] = (int32_t)ct_rng_below(&g, 3);
     size_t nc = (size_t)B * c->oh * c->ow * c->oc, np = (size_t)B * p->oh * p->ow * p->oc, nl = (size_t)B * 3;
     float *cy = malloc(nc * 4), *y[2], *lg[2], *gr[2], loss[2];
@@ -640,7 +635,9 @@ static void test_conv_pool_fused(void **state) {
     int expect = g_cl.is_cpu && ct_conv_tile(c) == 4 && ct_cl_loop_limit(&g_cl) == 0;
     fprintf(stderr, "# conv %s, pooled %d (expected %d), its output %s\n", ct_conv_tile(c) == 4 ? "F(4x4)" : "not F(4x4)",
             c->pooled, expect, isnan(first) ? "unwritten" : "written");
+    fprintf(stderr, "# its backward read the pool's gradient: %d (expected %d)\n", c->dy_pooled, expect && dy_pooled);
     assert_int_equal(c->pooled, expect);
+    assert_int_equal(c->dy_pooled, expect && dy_pooled);
     assert_int_equal(isnan(first) != 0, c->pooled);
     assert_memory_equal(y[0], y[1], np * 4);
     assert_memory_equal(arg[0], arg[1], np * 2);
@@ -650,6 +647,27 @@ static void test_conv_pool_fused(void **state) {
     for (int v = 0; v < 2; v++) { free(y[v]); free(lg[v]); free(gr[v]); free(arg[v]); }
     free(cy);
     ct_model_free(&m);
+}
+
+static void test_conv_pool_fused(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    /* 16 -> 32: the data gradient runs as wino_fused, which reads dy at full size: the pool writes it */
+    check_conv_pool_fused("[net]\nheight=13\nwidth=11\nchannels=3\nclasses=3\n"
+                          "[conv]\nfilters=16\nsize=3\npad=1\nactivation=relu\n"
+                          "[conv]\nfilters=32\nsize=3\npad=1\n[maxpool]\nsize=2\n"
+                          "[batchnorm]\nactivation=gelu\n[dense]\noutputs=3\n[softmax]\n", 3, 0);
+    /* 16 -> 80: the data gradient through wino_in_pool and the weight gradient through wino_dy_pool,
+     * both from the pool's gradient (ct_layer.dy_pooled); the pool writes no dy */
+    check_conv_pool_fused("[net]\nheight=13\nwidth=11\nchannels=3\nclasses=3\n"
+                          "[conv]\nfilters=16\nsize=3\npad=1\nactivation=relu\n"
+                          "[conv]\nfilters=80\nsize=3\npad=1\n[maxpool]\nsize=2\n"
+                          "[batchnorm]\nactivation=gelu\n[dense]\noutputs=3\n[softmax]\n", 3, 1);
+    /* the first layer (8 channels in): no data gradient; the weight gradient through wino_dy_pool (48 outputs:
+     * more than wino_dw_fused takes) */
+    check_conv_pool_fused("[net]\nheight=13\nwidth=11\nchannels=8\nclasses=3\n"
+                          "[conv]\nfilters=48\nsize=3\npad=1\n[maxpool]\nsize=2\n"
+                          "[dense]\noutputs=3\n[softmax]\n", 8, 1);
 }
 
 int main(void) {

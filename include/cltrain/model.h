@@ -80,6 +80,8 @@ typedef struct ct_layer {
                                    linear: in a whole forward (ct_model_forward) this layer's forward may pool into it */
     int pooled;                 /* its last forward wrote the next layer's output and maxima positions (pool_next):
                                    in a whole forward the maxpool's has nothing to do; this layer's own out is stale */
+    int dy_pooled;              /* set by its last whole forward: its backward reads the next layer's (the maxpool's)
+                                   gradient and maxima positions itself, and the maxpool's backward writes no dx */
     cl_mem act_in;              /* the activation's input, kept by the forward for the backward when the
                                    activation's gradient reads it (GELU) and the layer does not recompute it */
     cl_mem own[4];              /* buffers its type's setup allocated for it (its file names them); the model releases them */

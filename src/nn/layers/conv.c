@@ -82,7 +82,8 @@ static void release(void *v) {
     if (k->p) clReleaseProgram(k->p);
     for (int i = 0; i < 2; i++) {
         struct ct_wino_kernels *w = &k->wino[i];
-        release_kernels((cl_kernel[]){w->in, w->w, w->out, w->dy, w->dw, w->fused, w->dw_fused, w->w16, w->dw16}, 9);
+        release_kernels((cl_kernel[]){w->in, w->w, w->out, w->dy, w->dw, w->fused, w->dw_fused, w->w16, w->dw16,
+                                      w->dy_pool, w->in_pool}, 11);
         if (w->p) clReleaseProgram(w->p);
     }
     for (size_t i = 0; i < sizeof k->direct / sizeof *k->direct; i++) {
@@ -142,7 +143,7 @@ static cl_mem run_im2col(ct_model *m, const ct_layer *L, cl_mem x, int B) {
 /* out[B*oh*ow, oc] = act(im2col(x) W + b) */
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
-    L->pooled = 0; /* set by the Winograd forward where it pools into the next layer (pool_next) */
+    L->pooled = L->dy_pooled = 0; /* set by the Winograd forward where it fuses with the pool after it (pool_next) */
     if (CT_CONV_WINO(L)) {
         ct_conv_wino_forward(m, L, x, B);
         return;

@@ -82,6 +82,8 @@ static int wino_build(ct_model *m, const ct_layer *L) {
     if (CT_CONV_WINO(L) == 4 && m->cl->is_cpu && !loop_capped(m)) {
         w->fused = ct_cl_kernel(w->p, "wino_fused");
         w->dw_fused = ct_cl_kernel(w->p, "wino_dw_fused");
+        w->dy_pool = ct_cl_kernel(w->p, "wino_dy_pool");
+        w->in_pool = ct_cl_kernel(w->p, "wino_in_pool");
     }
     return 0;
 }
@@ -182,6 +184,14 @@ static void wino_in(ct_model *m, const ct_layer *L, cl_mem V, cl_mem x, int H, i
     ct_cl_run(m->cl, k, "wino_in", 1, &gws, &tile_lws);
 }
 
+/* the maxpool after L whose gradient L's backward reads (dy_pooled), and that gradient */
+static const ct_layer *pool_after(const ct_model *m, const ct_layer *L, cl_mem *dyp) {
+    if (!L->dy_pooled) return NULL;
+    int j = (int)(L - m->layers) + 1;
+    *dyp = j == m->n_layers - 1 ? m->dlogits : m->layers[j + 1].dx; /* as ct_layer_backward gives the pool its dy */
+    return &m->layers[j];
+}
+
 /* the n*n GEMMs M[xi] (T x N) = V[xi] (T x Kd) * U[xi] (Kd x N): V * ws3 -> ws2 */
 static void wino_gemms(ct_model *m, const ct_layer *L, cl_mem V, int T, int N, int Kd) {
     int ldu = u_ld(m, N);
@@ -228,8 +238,19 @@ static void wino_dw_sum(ct_model *m, const ct_layer *L, cl_mem dU, int S) {
     ct_cl_run(m->cl, k, wide ? "wino_dw16" : "wino_dw", 2, gw, wide ? lws : NULL);
 }
 
+/* Whether L's next backward can read the gradient of the 2x2 maxpool it pooled into (pool_next) and
+ * that pool's positions, so the pool need not write L's dy at full size (ct_layer.dy_pooled): on a CPU
+ * (wino_dy_pool, wino_in_pool: built with the fused kernels), F(4x4), outputs in 16s, a weight gradient
+ * through wino_dy (not wino_dw_fused), and no data gradient or one through wino_in (not wino_fused).
+ * cifar-fast at batch 1024: maxpool_bwd's three passes and their full-size dy (MEASURED). */
+static int pooled_backward(const ct_model *m, const ct_layer *L) {
+    int dx = L->dx && (int)(L - m->layers) > m->grad_from; /* ct_layer_backward: grad_from makes none */
+    return wk(m, L)->dy_pool && L->oc % 16 == 0 && !dw_fused(m, L) && !(dx && fused(m, L, L->oc, L->ic));
+}
+
 void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
     cl_mem V = CT_CONV_KEPT(L) ? CT_CONV_KEPT(L) : m->ws;
+    L->dy_pooled = L->pool_next && m->whole_pass && pooled_backward(m, L);
     wino_weights(m, L, 0);
     if (fused(m, L, L->ic, L->oc)) {
         /* the 2x2 maxpool after it, in the same pass (forward only: the pool's backward reads its positions);
@@ -253,9 +274,16 @@ static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy
     cl_mem V = CT_CONV_KEPT(L);
     if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
     size_t zs = (size_t)wn2(L) * T * K; /* the tile sums of dy follow Z in ws2 */
-    ct_kargs(w->dy, m->ws2, m->ws2, (int)zs, dy, L->oh, L->ow, K, TH, TW, T);
     size_t gws = (size_t)T;
-    ct_cl_run(m->cl, w->dy, "wino_dy", 1, &gws, &tile_lws);
+    cl_mem dyp;
+    const ct_layer *P = pool_after(m, L, &dyp);
+    if (P) {
+        ct_kargs(w->dy_pool, m->ws2, m->ws2, (int)zs, dyp, P->own[0], L->oh, L->ow, K, TH, TW, T, P->oh, P->ow);
+        ct_cl_run(m->cl, w->dy_pool, "wino_dy_pool", 1, &gws, &tile_lws);
+    } else {
+        ct_kargs(w->dy, m->ws2, m->ws2, (int)zs, dy, L->oh, L->ow, K, TH, TW, T);
+        ct_cl_run(m->cl, w->dy, "wino_dy", 1, &gws, &tile_lws);
+    }
     if (L->n_b) ct_layer_bias_grad(m, m->ws2, zs, T, K, L->b_off);
     ct_gemm_run_batched(&m->gemm, wn2(L), 1, C, K, T, 1.0f, V, 0, C, (size_t)T * C, m->ws2, 0, K, (size_t)T * K, 0.0f,
                         m->ws3, 0, K, (size_t)C * K);
@@ -269,6 +297,7 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
     int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, CT_CONV_WINO(L)), TW = tiles_side(L->ow, CT_CONV_WINO(L)), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
     if (dw_fused(m, L)) { /* partial dU and tile sums of dy into ws, then summed */
+        CT_ASSERT(!L->dy_pooled);
         int per, S = dw_splits(m, T, &per);
         size_t P = (size_t)wn2(L) * C * K, gs = (size_t)S, one = 1;
         ct_kargs(w->dw_fused, m->ws, x, dy, L->ih, L->iw, C, L->pad, L->oh, L->ow, K, TH, TW, T, per, S);
@@ -281,10 +310,20 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
     if (!L->dx) return;
     wino_weights(m, L, 1);
     if (fused(m, L, K, C)) {
+        CT_ASSERT(!L->dy_pooled); /* (pooled_backward: wino_fused reads dy at full size) */
         wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B, NULL);
         return;
     }
-    wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
+    cl_mem dyp;
+    const ct_layer *P = pool_after(m, L, &dyp);
+    if (P) { /* wino_in of dy, from the pool's gradient */
+        int TH2 = tiles_side(L->ih, 4), TW2 = tiles_side(L->iw, 4), T2 = B * TH2 * TW2;
+        ct_kargs(w->in_pool, m->ws, dyp, P->own[0], L->oh, L->ow, K, 2 - L->pad, TH2, TW2, T2, P->oh, P->ow);
+        size_t gws = (size_t)T2;
+        ct_cl_run(m->cl, w->in_pool, "wino_in_pool", 1, &gws, &tile_lws);
+    } else {
+        wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
+    }
     wino_gemms(m, L, m->ws, (int)tiles_in(L, B), C, K);
     wino_out(m, L, L->dx, 0, 0, L->ih, L->iw, C, B);
 }

@@ -57,7 +57,7 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     (void)x;
     ct_layer *L = &m->layers[i];
-    if (!L->dx) return;
+    if (!L->dx || m->layers[i - 1].dy_pooled) return; /* (the layer before reads dy and own[0] itself) */
     cl_kernel k = ct_layer_kernel(m, L, BWD);
     ct_kargs(k, L->dx, dy, L->own[0], L->ih, L->iw, L->ic, L->k, L->stride, L->oh, L->ow);
     size_t gws = (size_t)B * L->ih * L->iw;
