@@ -386,6 +386,42 @@ inline float16 pooled_dy16(__global const float *dyp, __global const ushort *arg
     return (float16)(0.0f) + select((float16)(0.0f), vload16(0, dyp + po), a == (int16)((y & 1) * 2 + (x & 1)));
 }
 
+/* pool: a row of the tile into ev (plus the bias; act is linear) instead of y */
+#define KEEP_ROW(VT, ST, r, e) _Pragma("unroll") for (int j = 0; j < WINO_M; j++) ev[r][j] = e[j] + bk;
+/* pool: the 2x2 window (2*pr, 2*pc) of the tile, its maximum into yp and its position into parg
+ * exactly as maxpool_fwd (pool.cl) finds them: the first maximum in (ky, kx) order */
+#define POOL_WINDOW(pr, pc)                                                                              \
+    if (2 * th + (pr) < POH && 2 * tw + (pc) < POW) {                                                    \
+        float16 mx = ev[2 * (pr)][2 * (pc)];                                                             \
+        int16 a = (int16)(0);                                                                            \
+        _Pragma("unroll") for (int q = 1; q < 4; q++) {                                                  \
+            const float16 v = ev[2 * (pr) + q / 2][2 * (pc) + q % 2];                                    \
+            const int16 gt = v > mx;                                                                     \
+            mx = select(mx, v, gt);                                                                      \
+            a = select(a, (int16)(q), gt);                                                               \
+        }                                                                                                \
+        const size_t po = (((size_t)b * POH + 2 * th + (pr)) * POW + 2 * tw + (pc)) * K + k;             \
+        *(__global float16 *)(yp + po) = mx;                                                             \
+        *(__global ushort16 *)(parg + po) = convert_ushort16(a);                                         \
+    }
+/* wino_out into the 2x2 stride-2 maxpool after it (pool_next; act linear, K a multiple of 16): the
+ * tile's outputs pooled in registers into yp (POH x POW x K) and the positions into parg, as
+ * wino_fused's pool does; y is not written. gws = (T) */
+__kernel void wino_out_pool(__global float *yp, __global ushort *parg, __global const float *M,
+                            __global const float *bias, const int boff, const int has_bias, const int OH, const int OW,
+                            const int K, const int TH, const int TW, const int T, const int POH, const int POW) {
+    const int t = (int)get_global_id(0);
+    if (t >= T) return;
+    TILE_OF(t);
+    const size_t TK = (size_t)T * K, o = (size_t)t * K;
+    for (int k = 0; k < K; k += 16) {
+        const float16 bk = has_bias ? vload16(0, bias + boff + k) : (float16)(0.0f);
+        float16 ev[WINO_M][WINO_M];
+        OUT_PASSES_R(float16, MX, LD16, KEEP_ROW, _)
+        POOL_WINDOW(0, 0) POOL_WINDOW(0, 1) POOL_WINDOW(1, 0) POOL_WINDOW(1, 1)
+    }
+}
+
 /* wino_dy from the pool's gradient: Z and the tile sums of dy as wino_dy makes them. gws = (T) */
 #undef GX
 #define GX(VT, LD, i, j) gt[i][j]
@@ -555,24 +591,6 @@ inline void store_part(float16 v, __global float *p, int valid) {
  * else the outputs k.. of the row, as many of 16 as there are */
 #define GST16(val, p) ((K & 15) == 0 ? (void)(*(__global float16 *)(p) = (val)) : store_part((val), (p), K - k))
 #define MP(unused, i, j) mp[WN * (i) + (j)][f][nv]
-/* pool: a row of the tile into ev (plus the bias; act is linear) instead of y */
-#define KEEP_ROW(VT, ST, r, e) _Pragma("unroll") for (int j = 0; j < WINO_M; j++) ev[r][j] = e[j] + bk;
-/* pool: the 2x2 window (2*pr, 2*pc) of the tile, its maximum into yp and its position into parg
- * exactly as maxpool_fwd (pool.cl) finds them: the first maximum in (ky, kx) order */
-#define POOL_WINDOW(pr, pc)                                                                              \
-    if (2 * th + (pr) < POH && 2 * tw + (pc) < POW) {                                                    \
-        float16 mx = ev[2 * (pr)][2 * (pc)];                                                             \
-        int16 a = (int16)(0);                                                                            \
-        _Pragma("unroll") for (int q = 1; q < 4; q++) {                                                  \
-            const float16 v = ev[2 * (pr) + q / 2][2 * (pc) + q % 2];                                    \
-            const int16 gt = v > mx;                                                                     \
-            mx = select(mx, v, gt);                                                                      \
-            a = select(a, (int16)(q), gt);                                                               \
-        }                                                                                                \
-        const size_t po = (((size_t)b * POH + 2 * th + (pr)) * POW + 2 * tw + (pc)) * K + k;             \
-        *(__global float16 *)(yp + po) = mx;                                                             \
-        *(__global ushort16 *)(parg + po) = convert_ushort16(a);                                         \
-    }
 /* pool = 1 (a 2x2 stride-2 [maxpool] after this conv, K a multiple of 16, act linear: ct_layer.pool_next):
  * the tile's 4x4 outputs are pooled in registers into yp (POH x POW x K) and the maxima's window
  * positions into parg, as maxpool_fwd would from y, and y is not written. The windows of a tile

@@ -663,11 +663,58 @@ static void test_conv_pool_fused(void **state) {
                           "[conv]\nfilters=16\nsize=3\npad=1\nactivation=relu\n"
                           "[conv]\nfilters=80\nsize=3\npad=1\n[maxpool]\nsize=2\n"
                           "[batchnorm]\nactivation=gelu\n[dense]\noutputs=3\n[softmax]\n", 3, 1);
+    /* 80 -> 32: a forward through wino_in, the GEMMs and wino_out_pool (more inputs than wino_fused holds) */
+    check_conv_pool_fused("[net]\nheight=13\nwidth=11\nchannels=3\nclasses=3\n"
+                          "[conv]\nfilters=80\nsize=3\npad=1\nactivation=relu\n"
+                          "[conv]\nfilters=32\nsize=3\npad=1\n[maxpool]\nsize=2\n"
+                          "[batchnorm]\nactivation=gelu\n[dense]\noutputs=3\n[softmax]\n", 3, 0);
     /* the first layer (8 channels in): no data gradient; the weight gradient through wino_dy_pool (48 outputs:
      * more than wino_dw_fused takes) */
     check_conv_pool_fused("[net]\nheight=13\nwidth=11\nchannels=8\nclasses=3\n"
                           "[conv]\nfilters=48\nsize=3\npad=1\n[maxpool]\nsize=2\n"
                           "[dense]\noutputs=3\n[softmax]\n", 8, 1);
+}
+
+/* A GELU layer below grad_from (no backward: its parameters frozen, as cifar-fast's whitening layer
+ * once its bias stops training) applies GELU in its own kernels (ct_fused_act) instead of writing the
+ * pre-activation for act_fwd: the same outputs and logits, to the bit, as the split forward it runs
+ * while it trains. */
+static void test_frozen_gelu_fused(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    const char *cfg = "[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n"
+                      "[conv]\nfilters=24\nsize=2\nlr=0\nbias_epochs=1\nactivation=gelu\n"
+                      "[conv]\nfilters=16\nsize=3\npad=1\n[dense]\noutputs=3\n[softmax]\n";
+    enum { B = 4 };
+    ct_model m;
+    assert_int_equal(ct_model_parse(&m, cfg, "gelu.cfg"), 0);
+    int rc = ct_model_setup(&m, &g_cl, B, CT_GEMM_NATIVE);
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    ct_model_init_weights(&m, 3);
+    const ct_layer *L0 = &m.layers[0], *last = &m.layers[m.n_layers - 1];
+    assert_non_null(L0->act_in);
+    ct_rng g = ct_rng_make(77, 0, 0);
+    uint8_t img[B * 9 * 7 * 3];
+    int32_t lab[B] = {0, 1, 2, 1};
+    for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
+    size_t n0 = (size_t)B * ct_out_size(L0), nl = (size_t)B * 3;
+    float *y[2], *lg[2];
+    for (int epoch = 0; epoch < 2; epoch++) { /* 0: the bias trains (split); 1: frozen (fused) */
+        ct_model_groups_epoch(&m, epoch);
+        assert_int_equal(m.grad_from, epoch ? 1 : 0);
+        assert_int_equal(ct_fused_act(&m, L0), epoch ? CT_ACT_GELU : CT_ACT_LINEAR);
+        y[epoch] = malloc(n0 * 4);
+        lg[epoch] = malloc(nl * 4);
+        ct_model_set_batch(&m, img, lab, B, 1.0f / 255.0f, 0.0f);
+        ct_model_forward(&m, B);
+        ct_cl_read(m.cl, L0->out, 0, n0 * 4, y[epoch]);
+        ct_cl_read(m.cl, last->out, 0, nl * 4, lg[epoch]);
+    }
+    assert_memory_equal(y[0], y[1], n0 * 4);
+    assert_memory_equal(lg[0], lg[1], nl * 4);
+    for (int e = 0; e < 2; e++) { free(y[e]); free(lg[e]); }
+    ct_model_free(&m);
 }
 
 int main(void) {
@@ -686,6 +733,7 @@ int main(void) {
         cmocka_unit_test(test_huge_batch_refused),
         cmocka_unit_test(test_end_to_end_adam),
         cmocka_unit_test(test_conv_pool_fused),
+        cmocka_unit_test(test_frozen_gelu_fused),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);
 }

@@ -181,9 +181,11 @@ static inline int ct_channel_vw(const ct_model *m, int C) { return m->cl->is_cpu
  * reads its input (GELU) runs split while training, unless the layer's
  * backward recomputes that input (act_inside): the kernels write the
  * pre-activation (linear), then the sequencer applies the activation,
- * keeping its input in L->act_in. */
+ * keeping its input in L->act_in. A layer below m->grad_from has no
+ * backward (frozen: cifar-fast's whitening layer once its bias stops
+ * training), so its kernels apply the activation themselves. */
 static inline int ct_fused_act(const ct_model *m, const ct_layer *L) {
-    return L->act_in && m->training ? CT_ACT_LINEAR : L->act;
+    return L->act_in && m->training && (int)(L - m->layers) >= m->grad_from ? CT_ACT_LINEAR : L->act;
 }
 /* the output of layer j, or the network input for j == -1 */
 cl_mem ct_layer_output(const ct_model *m, int j);

@@ -83,7 +83,7 @@ static void release(void *v) {
     for (int i = 0; i < 2; i++) {
         struct ct_wino_kernels *w = &k->wino[i];
         release_kernels((cl_kernel[]){w->in, w->w, w->out, w->dy, w->dw, w->fused, w->dw_fused, w->w16, w->dw16,
-                                      w->dy_pool, w->in_pool}, 11);
+                                      w->dy_pool, w->in_pool, w->out_pool}, 12);
         if (w->p) clReleaseProgram(w->p);
     }
     for (size_t i = 0; i < sizeof k->direct / sizeof *k->direct; i++) {

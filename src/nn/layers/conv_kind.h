@@ -15,7 +15,8 @@ typedef struct ct_conv_kind {
         cl_program p;
         cl_kernel in, w, out, dy, dw, fused, dw_fused; /* the fused ones: F(4x4) on a CPU only (wino[1]) */
         cl_kernel w16, dw16;    /* wino_w and wino_dw 16 channels per work-item, for CPUs */
-        cl_kernel dy_pool, in_pool; /* wino_dy and wino_in from a 2x2 maxpool's gradient (F(4x4) on a CPU) */
+        cl_kernel dy_pool, in_pool, out_pool; /* F(4x4) on a CPU, a 2x2 maxpool after the conv: wino_dy and wino_in
+                                                  from its gradient, wino_out into it */
     } wino[2];
     struct ct_direct_kernels {  /* conv_direct.cl built for one layer shape (its -D options) */
         char opts[128];

@@ -84,6 +84,7 @@ static int wino_build(ct_model *m, const ct_layer *L) {
         w->dw_fused = ct_cl_kernel(w->p, "wino_dw_fused");
         w->dy_pool = ct_cl_kernel(w->p, "wino_dy_pool");
         w->in_pool = ct_cl_kernel(w->p, "wino_in_pool");
+        w->out_pool = ct_cl_kernel(w->p, "wino_out_pool");
     }
     return 0;
 }
@@ -262,6 +263,17 @@ void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
     }
     wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
     wino_gemms(m, L, V, (int)tiles_out(L, B), L->oc, L->ic);
+    const ct_layer *P = L->pool_next && m->whole_pass && L->oc % 16 == 0 && wk(m, L)->out_pool ? L + 1 : NULL;
+    if (P) { /* into the maxpool after it, as wino_fused does */
+        int TH = tiles_side(L->oh, 4), TW = tiles_side(L->ow, 4), T = B * TH * TW;
+        cl_kernel k = wk(m, L)->out_pool;
+        ct_kargs(k, P->out, P->own[0], m->ws2, m->params, (int)L->b_off, L->n_b != 0, L->oh, L->ow, L->oc, TH, TW, T,
+                 P->oh, P->ow);
+        size_t gws = (size_t)T;
+        ct_cl_run(m->cl, k, "wino_out_pool", 1, &gws, &tile_lws);
+        L->pooled = 1;
+        return;
+    }
     wino_out(m, L, L->out, L->n_b != 0, ct_fused_act(m, L), L->oh, L->ow, L->oc, B);
 }
 
