@@ -321,11 +321,13 @@ static void test_table_row(void **state) {
     assert_int_equal(g_gemm.progs[prog].cfg.p[1], c.p[1]);
     ct_gemm_default_for(&g_gemm, 17, &prog, &c);
     assert_int_equal(prog, g_gemm.def_prog);
-    /* shapes of 16 * wide_nv columns or more get the row's wide kernel (NV = wide_nv) where it has one */
+    /* shapes of 16 * wide_nv columns or more get the row's wide kernel (NV = wide_nv, TM = wide_tm where
+     * the row gives one) where it has one */
     int wide = row->wide_nv > g_gemm.def.p[1] && g_gemm.def.variant == CT_GEMM_REG, wn = 16 * row->wide_nv;
     if (wide) {
         ct_gemm_default_for(&g_gemm, wn, &prog, &c);
-        assert_int_equal(c.p[0], g_gemm.def.p[0]);
+        assert_int_equal(c.p[0], row->wide_tm > 0 ? row->wide_tm : g_gemm.def.p[0]);
+        assert_int_equal(g_gemm.progs[prog].cfg.p[0], c.p[0]);
         assert_int_equal(c.p[1], row->wide_nv);
         assert_int_equal(g_gemm.progs[prog].cfg.p[1], row->wide_nv);
         ct_gemm_default_for(&g_gemm, wn - 1, &prog, &c);

@@ -50,6 +50,10 @@ typedef struct ct_gemm_default {
      * at most this (1: implementations that vectorise across work-items and
      * scalarise each work-item's own vectors and buffer loads, llvmpipe) */
     int max_vec;
+    /* > 0: the wide tile's rows (TM) instead of cfg's: TM x wide_nv accumulators
+     * and wide_nv column vectors must leave registers for the broadcast and the
+     * addresses (6 x 4 on AVX-512's 32 spilled an accumulator every step of k) */
+    int wide_tm;
 } ct_gemm_default;
 extern const ct_gemm_default ct_gemm_defaults[];
 /* What `cltrain tune` tries (every entry is tested on PoCL), and its split-K chunks. */

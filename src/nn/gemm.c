@@ -258,7 +258,7 @@ int ct_gemm_init(ct_gemm *g, ct_cl *cl, int mode) {
     g->wide_prog = g->def_prog;
     g->wide_n = INT_MAX;
     if (!(env && *env) && row->wide_nv > g->def.p[1] && g->def.variant == CT_GEMM_REG) {
-        ct_gemm_cfg w = {CT_GEMM_REG, {g->def.p[0], row->wide_nv, 0, 0, 0, 0}, g->def.kchunk};
+        ct_gemm_cfg w = {CT_GEMM_REG, {row->wide_tm > 0 ? row->wide_tm : g->def.p[0], row->wide_nv, 0, 0, 0, 0}, g->def.kchunk};
         int p = ct_gemm_prog_get(g, &w);
         if (p >= 0) { g->wide = w; g->wide_prog = p; g->wide_n = 16 * row->wide_nv; }
     }
