@@ -594,12 +594,16 @@ inline void store_part(float16 v, __global float *p, int valid) {
 /* pool = 1 (a 2x2 stride-2 [maxpool] after this conv, K a multiple of 16, act linear: ct_layer.pool_next):
  * the tile's 4x4 outputs are pooled in registers into yp (POH x POW x K) and the maxima's window
  * positions into parg, as maxpool_fwd would from y, and y is not written. The windows of a tile
- * lie inside it (4x4 tiles at multiples of 4), so no window needs two work-items. */
+ * lie inside it (4x4 tiles at multiples of 4), so no window needs two work-items.
+ * pool_in = 1 (the data gradient of a conv before such a pool, ct_layer.dy_pooled; C a multiple of
+ * 16): x (H x W x C) is not read; its tiles are made from the pool's gradient xp (XPH x XPW x C)
+ * and positions xarg as wino_in_pool makes them. */
 __kernel void wino_fused(__global float *y, __global const float *x, __global const float *U,
                          __global const float *bias, const int boff, const int has_bias, const int act, const int H,
                          const int W, const int C, const int pad, const int OH, const int OW, const int K,
                          const int TH, const int TW, const int T, const int KB, const int pool,
-                         __global float *yp, __global ushort *parg, const int POH, const int POW) {
+                         __global float *yp, __global ushort *parg, const int POH, const int POW, const int pool_in,
+                         __global const float *xp, __global const ushort *xarg, const int XPH, const int XPW) {
     const int t0 = (int)get_global_id(0) * FT, k_lo = (int)get_global_id(1) * KB, k_hi = min(K, k_lo + KB);
     if (t0 >= T || k_lo >= K) return;
     const int nt = min(FT, T - t0);
@@ -608,6 +612,27 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
         float *vf = v[f];
         if (f >= nt) {
             for (int i = 0; i < WN * WN * C; i++) vf[i] = 0.0f;
+            continue;
+        }
+        if (pool_in) { /* x is the gradient of a 2x2 maxpool's input: read from its gradient and positions */
+            TILE_OF(t0 + f);
+            const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
+            bool rok[WN], cok[WN];
+            for (int i = 0; i < WN; i++) {
+                rok[i] = y0 + i >= 0 && y0 + i < H;
+                cok[i] = x0 + i >= 0 && x0 + i < W;
+            }
+            for (int c = 0; c < C; c += 16) {
+                float16 d[WN][WN];
+                _Pragma("unroll") for (int i = 0; i < WN; i++) _Pragma("unroll") for (int j = 0; j < WN; j++)
+                    d[i][j] = rok[i] && cok[j] ? pooled_dy16(xp, xarg, b, y0 + i, x0 + j, XPH, XPW, C, c) : (float16)(0.0f);
+                float16 u[WN], w[WN], vv[WN];
+#undef RX
+#define RX(VT, LD, i, j) d[i][j]
+                IN_PASSES(float16, _, FIN_ROW, PST16)
+#undef RX
+#define RX(VT, LD, i, j) (rok[i] && cok[j] ? LD(px + ((size_t)(i) * W + (j)) * C) : (VT)(0.0f))
+            }
             continue;
         }
         TILE_INTO_VF(t0 + f);

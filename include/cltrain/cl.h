@@ -140,7 +140,7 @@ void ct_cl_finish(ct_cl *cl);
  * Each argument's C type picks its setter through _Generic, so the compiler
  * checks every call: cl_mem, int, unsigned (cl_uint) and float are accepted;
  * anything else (a double, a size_t, a pointer) is a compile-time error, not a
- * wrong argument size found by the driver at run time. At most 24 arguments. */
+ * wrong argument size found by the driver at run time. At most 32 arguments. */
 static inline void ct_karg_mem(cl_kernel k, cl_uint i, cl_mem v) { CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); }
 static inline void ct_karg_int(cl_kernel k, cl_uint i, cl_int v) { CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); }
 static inline void ct_karg_uint(cl_kernel k, cl_uint i, cl_uint v) { CL_CHECK(clSetKernelArg(k, i, sizeof v, &v)); }
@@ -170,8 +170,17 @@ static inline void ct_karg_float(cl_kernel k, cl_uint i, cl_float v) { CL_CHECK(
 #define CT_KA_22(k, i, v, ...) CT_KARG(k, i, v); CT_KA_21(k, i + 1, __VA_ARGS__)
 #define CT_KA_23(k, i, v, ...) CT_KARG(k, i, v); CT_KA_22(k, i + 1, __VA_ARGS__)
 #define CT_KA_24(k, i, v, ...) CT_KARG(k, i, v); CT_KA_23(k, i + 1, __VA_ARGS__)
-#define CT_KA_N(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, _23, _24, N, ...) CT_KA_##N
-#define ct_kargs(k, ...) do { cl_kernel ct_k_ = (k); CT_KA_N(__VA_ARGS__, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)(ct_k_, 0u, __VA_ARGS__); } while (0)
+#define CT_KA_25(k, i, v, ...) CT_KARG(k, i, v); CT_KA_24(k, i + 1, __VA_ARGS__)
+#define CT_KA_26(k, i, v, ...) CT_KARG(k, i, v); CT_KA_25(k, i + 1, __VA_ARGS__)
+#define CT_KA_27(k, i, v, ...) CT_KARG(k, i, v); CT_KA_26(k, i + 1, __VA_ARGS__)
+#define CT_KA_28(k, i, v, ...) CT_KARG(k, i, v); CT_KA_27(k, i + 1, __VA_ARGS__)
+#define CT_KA_29(k, i, v, ...) CT_KARG(k, i, v); CT_KA_28(k, i + 1, __VA_ARGS__)
+#define CT_KA_30(k, i, v, ...) CT_KARG(k, i, v); CT_KA_29(k, i + 1, __VA_ARGS__)
+#define CT_KA_31(k, i, v, ...) CT_KARG(k, i, v); CT_KA_30(k, i + 1, __VA_ARGS__)
+#define CT_KA_32(k, i, v, ...) CT_KARG(k, i, v); CT_KA_31(k, i + 1, __VA_ARGS__)
+#define CT_KA_N(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, _23, _24, \
+                _25, _26, _27, _28, _29, _30, _31, _32, N, ...) CT_KA_##N
+#define ct_kargs(k, ...) do { cl_kernel ct_k_ = (k); CT_KA_N(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)(ct_k_, 0u, __VA_ARGS__); } while (0)
 /* One argument at index i, for kernels whose trailing arguments change per launch. */
 #define CT_ARG(k, i, v) CT_KARG((k), (cl_uint)(i), (v))
 

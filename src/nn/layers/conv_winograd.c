@@ -126,14 +126,16 @@ static int dw_splits(const ct_model *m, int T, int *per) {
 }
 
 /* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act); with P, a 2x2
- * stride-2 [maxpool] after L (ct_layer.pool_next), P's output and maxima positions instead of y */
+ * stride-2 [maxpool] after L (ct_layer.pool_next), P's output and maxima positions instead of y; with
+ * Q, such a pool whose gradient is xq (the data gradient of dy_pooled), x made from xq and Q's positions */
 static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem x, int has_bias, int act, int H, int W, int cin,
-                       int pad, int OH, int OW, int kout, int B, const ct_layer *P) {
+                       int pad, int OH, int OW, int kout, int B, const ct_layer *P, const ct_layer *Q, cl_mem xq) {
     int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
     cl_kernel k = wk(m, L)->fused;
     int KB = fused_kb(cin, kout);
     ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T, KB,
-             P != NULL, P ? P->out : y, P ? P->own[0] : y, P ? P->oh : 0, P ? P->ow : 0);
+             P != NULL, P ? P->out : y, P ? P->own[0] : y, P ? P->oh : 0, P ? P->ow : 0,
+             Q != NULL, Q ? xq : x, Q ? Q->own[0] : x, Q ? Q->oh : 0, Q ? Q->ow : 0);
     size_t gws[2] = {(size_t)(T + WINO_FT - 1) / WINO_FT, (size_t)((kout + KB - 1) / KB)}, lws[2] = {1, 1};
     ct_cl_run(m->cl, k, "wino_fused", 2, gws, lws);
 }
@@ -187,6 +189,7 @@ static void wino_in(ct_model *m, const ct_layer *L, cl_mem V, cl_mem x, int H, i
 
 /* the maxpool after L whose gradient L's backward reads (dy_pooled), and that gradient */
 static const ct_layer *pool_after(const ct_model *m, const ct_layer *L, cl_mem *dyp) {
+    *dyp = NULL;
     if (!L->dy_pooled) return NULL;
     int j = (int)(L - m->layers) + 1;
     *dyp = j == m->n_layers - 1 ? m->dlogits : m->layers[j + 1].dx; /* as ct_layer_backward gives the pool its dy */
@@ -241,12 +244,11 @@ static void wino_dw_sum(ct_model *m, const ct_layer *L, cl_mem dU, int S) {
 
 /* Whether L's next backward can read the gradient of the 2x2 maxpool it pooled into (pool_next) and
  * that pool's positions, so the pool need not write L's dy at full size (ct_layer.dy_pooled): on a CPU
- * (wino_dy_pool, wino_in_pool: built with the fused kernels), F(4x4), outputs in 16s, a weight gradient
- * through wino_dy (not wino_dw_fused), and no data gradient or one through wino_in (not wino_fused).
+ * (wino_dy_pool, wino_in_pool, wino_fused's pool_in: built with the fused kernels), F(4x4), outputs in 16s
+ * and a weight gradient through wino_dy (not wino_dw_fused).
  * cifar-fast at batch 1024: maxpool_bwd's three passes and their full-size dy (MEASURED). */
 static int pooled_backward(const ct_model *m, const ct_layer *L) {
-    int dx = L->dx && (int)(L - m->layers) > m->grad_from; /* ct_layer_backward: grad_from makes none */
-    return wk(m, L)->dy_pool && L->oc % 16 == 0 && !dw_fused(m, L) && !(dx && fused(m, L, L->oc, L->ic));
+    return wk(m, L)->dy_pool && L->oc % 16 == 0 && !dw_fused(m, L);
 }
 
 void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
@@ -257,7 +259,7 @@ void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
         /* the 2x2 maxpool after it, in the same pass (forward only: the pool's backward reads its positions);
          * it saves writing the full output and the pool's pass over it (cifar-fast at batch 1024: MEASURED) */
         ct_layer *P = L->pool_next && m->whole_pass && L->oc % 16 == 0 ? L + 1 : NULL;
-        wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B, P);
+        wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B, P, NULL, NULL);
         L->pooled = P != NULL;
         return;
     }
@@ -321,13 +323,12 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
     }
     if (!L->dx) return;
     wino_weights(m, L, 1);
-    if (fused(m, L, K, C)) {
-        CT_ASSERT(!L->dy_pooled); /* (pooled_backward: wino_fused reads dy at full size) */
-        wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B, NULL);
-        return;
-    }
     cl_mem dyp;
     const ct_layer *P = pool_after(m, L, &dyp);
+    if (fused(m, L, K, C)) {
+        wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B, NULL, P, dyp);
+        return;
+    }
     if (P) { /* wino_in of dy, from the pool's gradient */
         int TH2 = tiles_side(L->ih, 4), TW2 = tiles_side(L->iw, 4), T2 = B * TH2 * TW2;
         ct_kargs(w->in_pool, m->ws, dyp, P->own[0], L->oh, L->ow, K, 2 - L->pad, TH2, TW2, T2, P->oh, P->ow);
