@@ -161,6 +161,13 @@ run cpu-direct cpu -- --conv direct
 run cpu-reg-gemm-split cpu CLTRAIN_GEMM=6,1,16 -- --conv im2col
 # the image GEMM (the cpu-scalar row's: llvmpipe), split-K partials included
 run cpu-img-gemm-split cpu CLTRAIN_GEMM=img,4,4,16 -- --conv im2col
+# class cpu, Winograd convs that fuse with the 2x2 max pool after them: 80 -> 64 pools in
+# wino_out_pool (too many inputs to fuse), its weight gradient from the pool's gradient
+# (wino_dy_pool) and its data gradient through wino_fused's pool_in; 64 -> 80 pools in
+# wino_fused, its data gradient through wino_in_pool; 64 channels of batch norm (bn_reduce64)
+printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n[conv]\nfilters=80\nsize=3\npad=1\nactivation=relu\n[conv]\nfilters=64\nsize=3\npad=1\n[maxpool]\nsize=2\n[batchnorm]\n[conv]\nfilters=80\nsize=3\npad=1\n[maxpool]\nsize=2\n[dense]\noutputs=3\n[softmax]\n' >"$tmp/pool.cfg"
+data=(images "$tmp/set" --size 8 --model "$tmp/pool.cfg")
+run cpu-pool-fused cpu -- --conv winograd4
 data=(fashion-mnist --data "$tmp/idx" --model "$tmp/bytes.cfg")
 run gpu-bytes-resident gpu -- --resident
 run cpu-bytes cpu -- --producers 0
