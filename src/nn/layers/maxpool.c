@@ -1,8 +1,10 @@
 /* nn/layers/maxpool.c: [maxpool]: window size=, stride= (default: size),
  * no padding, floor mode. The forward keeps each maximum's position for the
  * backward, and folds in the backward of a ReLU before it (layer.h). A 2x2
- * stride-2 pool after a linear layer that can pool its own output (a fused
- * Winograd conv) is done by that layer's forward (ct_layer.pool_next).
+ * stride-2 pool after a linear layer that can pool its own output (a
+ * Winograd conv on a CPU) is done by that layer's forward (ct_layer.pool_next,
+ * .pooled), and its backward by that layer's too where it can read this
+ * one's gradient (.dy_pooled).
  * Kernels: kernels/pool.cl (maxpool_fwd/bwd). Reference: src/ref/pool.c;
  * tests: tests/test_layers.c. */
 #include "cltrain/layer.h"
