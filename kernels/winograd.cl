@@ -386,6 +386,16 @@ inline float16 pooled_dy16(__global const float *dyp, __global const ushort *arg
     return (float16)(0.0f) + select((float16)(0.0f), vload16(0, dyp + po), a == (int16)((y & 1) * 2 + (x & 1)));
 }
 
+/* the WN x WN tile at (y0, x0) of dy (H x W, zeros outside), 16 channels from c, from the pool's gradient */
+inline void pooled_tile16(float16 d[WN][WN], __global const float *dyp, __global const ushort *arg, const int b,
+                          const int y0, const int x0, const int H, const int W, const int POH, const int POW,
+                          const int C, const int c) {
+    _Pragma("unroll") for (int i = 0; i < WN; i++) _Pragma("unroll") for (int j = 0; j < WN; j++) {
+        const int in = y0 + i >= 0 && y0 + i < H && x0 + j >= 0 && x0 + j < W;
+        d[i][j] = in ? pooled_dy16(dyp, arg, b, y0 + i, x0 + j, POH, POW, C, c) : (float16)(0.0f);
+    }
+}
+
 /* pool: a row of the tile into ev (plus the bias; act is linear) instead of y */
 #define KEEP_ROW(VT, ST, r, e) _Pragma("unroll") for (int j = 0; j < WINO_M; j++) ev[r][j] = e[j] + bk;
 /* pool: the 2x2 window (2*pr, 2*pc) of the tile, its maximum into yp and its position into parg
@@ -463,15 +473,9 @@ __kernel void wino_in_pool(__global float *V, __global const float *dyp, __globa
     TILE_OF(t);
     const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
     const size_t TC = (size_t)T * C, o = (size_t)t * C;
-    bool rok[WN], cok[WN];
-    for (int i = 0; i < WN; i++) {
-        rok[i] = y0 + i >= 0 && y0 + i < H;
-        cok[i] = x0 + i >= 0 && x0 + i < W;
-    }
     for (int c = 0; c < C; c += 16) {
         float16 d[WN][WN];
-        _Pragma("unroll") for (int i = 0; i < WN; i++) _Pragma("unroll") for (int j = 0; j < WN; j++)
-            d[i][j] = rok[i] && cok[j] ? pooled_dy16(dyp, arg, b, y0 + i, x0 + j, POH, POW, C, c) : (float16)(0.0f);
+        pooled_tile16(d, dyp, arg, b, y0, x0, H, W, POH, POW, C, c);
         __global float *pv = V + o + c;
         float16 u[WN], w[WN], v[WN];
         IN_PASSES(float16, _, IN_ROW, ST16)
@@ -616,16 +620,9 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
         }
         if (pool_in) { /* x is the gradient of a 2x2 maxpool's input: read from its gradient and positions */
             TILE_OF(t0 + f);
-            const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;
-            bool rok[WN], cok[WN];
-            for (int i = 0; i < WN; i++) {
-                rok[i] = y0 + i >= 0 && y0 + i < H;
-                cok[i] = x0 + i >= 0 && x0 + i < W;
-            }
             for (int c = 0; c < C; c += 16) {
                 float16 d[WN][WN];
-                _Pragma("unroll") for (int i = 0; i < WN; i++) _Pragma("unroll") for (int j = 0; j < WN; j++)
-                    d[i][j] = rok[i] && cok[j] ? pooled_dy16(xp, xarg, b, y0 + i, x0 + j, XPH, XPW, C, c) : (float16)(0.0f);
+                pooled_tile16(d, xp, xarg, b, WINO_M * th - pad, WINO_M * tw - pad, H, W, XPH, XPW, C, c);
                 float16 u[WN], w[WN], vv[WN];
 #undef RX
 #define RX(VT, LD, i, j) d[i][j]
