@@ -6,7 +6,8 @@
  * float16 accumulators held in registers; no local memory. Loads of A are
  * scalar broadcasts, loads of B are 16-wide vectors, so the inner loop is
  * TM*NV fused multiply-adds per NV vector loads. Rows and columns past the
- * edge are clamped on load and skipped on store.
+ * edge are clamped on load (a partial vector: load16_edge, prelude.cl) and
+ * skipped on store.
  *
  * Split-K and batches: get_global_id(2) = b*nsplit + s. Batch b's matrices
  * start strideA, strideB, strideC floats after batch b-1's (a batch of
@@ -21,20 +22,6 @@
 #ifndef NV
 #define NV 2
 #endif
-
-/* 16 floats of a row of B from p, the first `valid` of them real (the rest only feed
- * columns past N, which are never stored, so they are zeros only for tidiness): one vector
- * load where all 16 are real (the complete vectors of a partial column block, e.g. the first
- * 16 of 24), one 8-wide load where 8 are, scalar loads only for the ragged rest. Scalar
- * loads for every vector of the partial block ran the first conv's data gradient of
- * cifar-fast (N = 24) at 51 GFLOP/s. */
-inline float16 load16_edge(__global const float *p, int valid) {
-    if (valid >= 16) return vload16(0, p);
-    if (valid == 8) return (float16)(vload8(0, p), (float8)(0.0f));
-    float t[16];
-    for (int j = 0; j < 16; j++) t[j] = j < valid ? p[j] : 0.0f;
-    return vload16(0, t);
-}
 
 #define GEMM_LOOP(ALOAD, BLOAD)                                        \
     for (int k = k0; k < k1; k++) {                                    \

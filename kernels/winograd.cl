@@ -186,8 +186,8 @@ __kernel void wino_w(__global float *U, __global const float *w, const int woff,
                      const int flip, const int ldu, const int packed) {
     const int i0 = (int)get_global_id(0), i1 = (int)get_global_id(1);
     const int k = flip ? i1 : i0, c = flip ? i0 : i1;
-    const int kout = flip ? C : K, cin = flip ? K : C, ko = i0, ci = i1;
-    if (ci >= cin || ko >= (packed ? (kout + 15) / 16 * 16 : kout)) return;
+    const int kout = flip ? C : K, cin = flip ? K : C, ko = i0, ci = i1, kp = (kout + 15) / 16 * 16;
+    if (ci >= cin || ko >= (packed ? kp : kout)) return;
     float g[3][3], u[WN][WN];
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++) {
@@ -195,7 +195,7 @@ __kernel void wino_w(__global float *U, __global const float *w, const int woff,
             g[a][b] = ko < kout ? w[woff + ((size_t)(ka * 3 + kb) * C + c) * K + k] : 0.0f; /* G 0 G^T = 0 */
         }
     T2D(float, T_W, 3, WN, u, g);
-    const size_t CK = packed ? (size_t)cin * ((kout + 15) / 16 * 16) : (size_t)cin * ldu;
+    const size_t CK = (size_t)cin * (packed ? kp : ldu);
     const size_t o = packed ? ((size_t)(ko / 16) * cin + ci) * 16 + ko % 16 : (size_t)ci * ldu + ko;
     for (int i = 0; i < WN; i++)
         for (int j = 0; j < WN; j++) U[(WN * i + j) * CK + o] = u[i][j];
@@ -573,13 +573,8 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
     FUSED_IN(float16, LD16, PST16, 16)                                                                   \
     FUSED_IN(float8, LD8, PST8, 8)                                                                       \
     FUSED_IN(float, LD1, PST1, 1)
-/* the first `valid` of 16 floats at p (a partial vector of outputs: K not a multiple of 16) */
-inline float16 load_part(__global const float *p, int valid) {
-    if (valid >= 16) return vload16(0, p);
-    float t[16];
-    for (int j = 0; j < 16; j++) t[j] = j < valid ? p[j] : 0.0f;
-    return vload16(0, t);
-}
+/* the first `valid` of 16 floats into p (a partial vector of outputs: K not a multiple of 16;
+ * its load is prelude.cl's load16_edge) */
 inline void store_part(float16 v, __global float *p, int valid) {
     if (valid >= 16) {
         vstore16(v, 0, p);
@@ -659,7 +654,7 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
             TILE_OF(t0 + f);
             for (int nv = 0; nv < nvs; nv++) {
                 const int k = kb + 16 * nv;
-                const float16 bk = has_bias ? load_part(bias + boff + k, K - k) : (float16)(0.0f);
+                const float16 bk = has_bias ? load16_edge(bias + boff + k, K - k) : (float16)(0.0f);
                 if (pool) {
                     float16 ev[WINO_M][WINO_M];
                     OUT_PASSES_R(float16, MP, _, KEEP_ROW, _)

@@ -187,6 +187,17 @@ static void wino_in(ct_model *m, const ct_layer *L, cl_mem V, cl_mem x, int H, i
     ct_cl_run(m->cl, k, "wino_in", 1, &gws, &tile_lws);
 }
 
+/* wino_in of the data gradient, dy (H x W x C) made from the gradient dyp of the 2x2 maxpool P after L
+ * and P's positions (wino_in_pool) */
+static void wino_in_pooled(ct_model *m, const ct_layer *L, cl_mem V, const ct_layer *P, cl_mem dyp, int H, int W, int C,
+                           int pad, int OH, int OW, int B) {
+    int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
+    cl_kernel k = wk(m, L)->in_pool;
+    ct_kargs(k, V, dyp, P->own[0], H, W, C, pad, TH, TW, T, P->oh, P->ow);
+    size_t gws = (size_t)T;
+    ct_cl_run(m->cl, k, "wino_in_pool", 1, &gws, &tile_lws);
+}
+
 /* the maxpool after L whose gradient L's backward reads (dy_pooled), and that gradient */
 static const ct_layer *pool_after(const ct_model *m, const ct_layer *L, cl_mem *dyp) {
     *dyp = NULL;
@@ -204,12 +215,18 @@ static void wino_gemms(ct_model *m, const ct_layer *L, cl_mem V, int T, int N, i
 }
 
 /* y [B, OH, OW, N] = A^T M A (+ bias, act) from ws2 */
-static void wino_out(ct_model *m, const ct_layer *L, cl_mem y, int has_bias, int act, int OH, int OW, int N, int B) {
+/* Y = A^T M A from ws2 into y; with P, the 2x2 stride-2 maxpool after L (pool_next, act linear), into
+ * P's output and positions instead (wino_out_pool) */
+static void wino_out(ct_model *m, const ct_layer *L, cl_mem y, int has_bias, int act, int OH, int OW, int N, int B,
+                     const ct_layer *P) {
     int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
-    cl_kernel k = wk(m, L)->out;
-    ct_kargs(k, y, m->ws2, m->params, (int)L->b_off, has_bias, act, OH, OW, N, TH, TW, T);
+    cl_kernel k = P ? wk(m, L)->out_pool : wk(m, L)->out;
+    if (P)
+        ct_kargs(k, P->out, P->own[0], m->ws2, m->params, (int)L->b_off, has_bias, OH, OW, N, TH, TW, T, P->oh, P->ow);
+    else
+        ct_kargs(k, y, m->ws2, m->params, (int)L->b_off, has_bias, act, OH, OW, N, TH, TW, T);
     size_t gws = (size_t)T;
-    ct_cl_run(m->cl, k, "wino_out", 1, &gws, &tile_lws);
+    ct_cl_run(m->cl, k, P ? "wino_out_pool" : "wino_out", 1, &gws, &tile_lws);
 }
 
 /* U (ws3) from the weights, turned for the data gradient when flip; on a CPU 16 of U's contiguous index per
@@ -224,7 +241,7 @@ static void wino_weights(ct_model *m, const ct_layer *L, int flip) {
      * [n*n][ceil(kout / 16)][cin][16] (a CPU, kout a multiple of 8: wino_w16, or wino_w for kout in 8s) */
     int cin = flip ? L->oc : L->ic, kout = flip ? L->ic : L->oc;
     int packed = fused(m, L, cin, kout), ldu = u_ld(m, kout);
-    if (packed && !wide) gws[0] = (gws[0] + 15) / 16 * 16; /* kout in 8s: wino_w writes the zeros of its last 16 */
+    if (packed && !wide) gws[0] = R16(gws[0]); /* kout in 8s: wino_w writes the zeros of its last 16 */
     if (wide)
         ct_kargs(k, m->ws3, m->params, (int)L->w_off, L->ic, L->oc, flip, packed, ldu);
     else
@@ -242,43 +259,26 @@ static void wino_dw_sum(ct_model *m, const ct_layer *L, cl_mem dU, int S) {
     ct_cl_run(m->cl, k, wide ? "wino_dw16" : "wino_dw", 2, gw, wide ? lws : NULL);
 }
 
-/* Whether L's next backward can read the gradient of the 2x2 maxpool it pooled into (pool_next) and
- * that pool's positions, so the pool need not write L's dy at full size (ct_layer.dy_pooled): on a CPU
- * (wino_dy_pool, wino_in_pool, wino_fused's pool_in: built with the fused kernels), F(4x4), outputs in 16s
- * and a weight gradient through wino_dy (not wino_dw_fused).
- * cifar-fast at batch 1024 (CLTRAIN_DEBUG=2): the 64 -> 256 layer's maxpool_bwd (17 ms) goes and its
- * wino_dy reads a quarter of the floats (41.6 -> 31.7 ms). */
-static int pooled_backward(const ct_model *m, const ct_layer *L) {
-    return wk(m, L)->dy_pool && L->oc % 16 == 0 && !dw_fused(m, L);
-}
-
 void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
     cl_mem V = CT_CONV_KEPT(L) ? CT_CONV_KEPT(L) : m->ws;
-    L->dy_pooled = L->pool_next && m->whole_pass && pooled_backward(m, L);
+    /* The 2x2 stride-2 maxpool after it (pool_next), in a whole forward, on a CPU (the pooling kernels
+     * are built with the fused ones), F(4x4), outputs in 16s: pooled in the same pass into the pool's
+     * output and positions (pooled). It saves writing the full output and the pool's pass over it
+     * (cifar-fast at batch 1024: first conv and pool 77.6 -> 49.7 ms, 64 -> 256 and pool 132.8 -> 104.8
+     * ms). Its next backward then reads the pool's gradient and those positions itself (dy_pooled)
+     * unless its weight gradient is wino_dw_fused, which reads dy: the pool writes no full-size dy
+     * (the 64 -> 256 layer's maxpool_bwd, 17 ms, goes; its wino_dy 41.6 -> 31.7 ms). */
+    ct_layer *P = L->pool_next && m->whole_pass && L->oc % 16 == 0 && wk(m, L)->out_pool ? L + 1 : NULL;
+    L->pooled = P != NULL;
+    L->dy_pooled = P && !dw_fused(m, L);
     wino_weights(m, L, 0);
     if (fused(m, L, L->ic, L->oc)) {
-        /* the 2x2 maxpool after it, in the same pass (its positions kept for the backward, the pool's or
-         * this conv's: dy_pooled); it saves writing the full output and the pool's pass over it (cifar-fast at batch 1024: first conv
-         * and pool 77.6 -> 49.7 ms, 64 -> 256 and pool 132.8 -> 104.8 ms) */
-        ct_layer *P = L->pool_next && m->whole_pass && L->oc % 16 == 0 ? L + 1 : NULL;
         wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B, P, NULL, NULL);
-        L->pooled = P != NULL;
         return;
     }
     wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
     wino_gemms(m, L, V, (int)tiles_out(L, B), L->oc, L->ic);
-    const ct_layer *P = L->pool_next && m->whole_pass && L->oc % 16 == 0 && wk(m, L)->out_pool ? L + 1 : NULL;
-    if (P) { /* into the maxpool after it, as wino_fused does */
-        int TH = tiles_side(L->oh, 4), TW = tiles_side(L->ow, 4), T = B * TH * TW;
-        cl_kernel k = wk(m, L)->out_pool;
-        ct_kargs(k, P->out, P->own[0], m->ws2, m->params, (int)L->b_off, L->n_b != 0, L->oh, L->ow, L->oc, TH, TW, T,
-                 P->oh, P->ow);
-        size_t gws = (size_t)T;
-        ct_cl_run(m->cl, k, "wino_out_pool", 1, &gws, &tile_lws);
-        L->pooled = 1;
-        return;
-    }
-    wino_out(m, L, L->out, L->n_b != 0, ct_fused_act(m, L), L->oh, L->ow, L->oc, B);
+    wino_out(m, L, L->out, L->n_b != 0, ct_fused_act(m, L), L->oh, L->ow, L->oc, B, P);
 }
 
 /* The weight gradient through memory: V (kept, or wino_in again), Z = A dY
@@ -331,14 +331,10 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
         wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B, NULL, P, dyp);
         return;
     }
-    if (P) { /* wino_in of dy, from the pool's gradient */
-        int TH2 = tiles_side(L->ih, 4), TW2 = tiles_side(L->iw, 4), T2 = B * TH2 * TW2;
-        ct_kargs(w->in_pool, m->ws, dyp, P->own[0], L->oh, L->ow, K, 2 - L->pad, TH2, TW2, T2, P->oh, P->ow);
-        size_t gws = (size_t)T2;
-        ct_cl_run(m->cl, w->in_pool, "wino_in_pool", 1, &gws, &tile_lws);
-    } else {
+    if (P)
+        wino_in_pooled(m, L, m->ws, P, dyp, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
+    else
         wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
-    }
     wino_gemms(m, L, m->ws, (int)tiles_in(L, B), C, K);
-    wino_out(m, L, L->dx, 0, 0, L->ih, L->iw, C, B);
+    wino_out(m, L, L->dx, 0, 0, L->ih, L->iw, C, B, NULL);
 }
