@@ -101,13 +101,13 @@ static void run(ct_model *m, ct_dataset *ds, const ct_source *src) {
     ct_eval_result ev;
     host_logits(m, ds, 0, z0);
     score(ds, z0, &correct, &loss);
-    assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_NONE, &ev), 0);
+    assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_NONE, &ev, NULL), 0);
     check(src ? "plain, source" : "plain", &ev, correct, loss);
     ct_eval_free(&ev);
     host_logits(m, ds, 1, z1);
     for (int i = 0; i < N * K; i++) z1[i] = 0.5f * (z0[i] + z1[i]);
     score(ds, z1, &correct, &loss);
-    assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_FLIP, &ev), 0);
+    assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_FLIP, &ev, NULL), 0);
     check(src ? "tta flip, source" : "tta flip", &ev, correct, loss);
     ct_eval_free(&ev);
     /* flip-translate: 1/4 each unshifted, 1/8 each shifted up-left and down-right, mirrored or not */
@@ -118,9 +118,25 @@ static void run(ct_model *m, ct_dataset *ds, const ct_source *src) {
             for (int i = 0; i < N * K; i++) acc[i] += (d ? 0.125f : 0.25f) * zt[i];
         }
     score(ds, acc, &correct, &loss);
-    assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_FLIP_TRANSLATE, &ev), 0);
+    assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_FLIP_TRANSLATE, &ev, NULL), 0);
     check(src ? "tta flip-translate, source" : "tta flip-translate", &ev, correct, loss);
     ct_eval_free(&ev);
+    /* both modes again, each with the plain result from the same pass: that of the plain evaluation */
+    for (int t = CT_TTA_FLIP; t <= CT_TTA_FLIP_TRANSLATE; t++) {
+        ct_eval_result pl, ref;
+        assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, CT_TTA_NONE, &ref, NULL), 0);
+        memset(&pl, 0xff, sizeof pl); /* poisoned */
+        assert_int_equal(ct_evaluate(m, ds, src, 0, 1.0f / 255, 0, t, &ev, &pl), 0);
+        if (t == CT_TTA_FLIP_TRANSLATE) check("tta flip-translate with plain", &ev, correct, loss);
+        score(ds, z0, &correct, &loss);
+        check(t == CT_TTA_FLIP ? "plain from tta flip" : "plain from tta flip-translate", &pl, correct, loss);
+        assert_int_equal(pl.n_classes, K);
+        assert_memory_equal(pl.confusion, ref.confusion, sizeof(int) * K * K);
+        if (t == CT_TTA_FLIP) score(ds, acc, &correct, &loss); /* flip-translate's scores for the next round */
+        ct_eval_free(&pl);
+        ct_eval_free(&ref);
+        ct_eval_free(&ev);
+    }
     free(zt);
     free(acc);
     free(z0);
@@ -158,8 +174,8 @@ static void test_tta(void **state) {
                 memcpy(img + (y * W + W - 1 - x) * C, img + (y * W + x) * C, C);
     }
     ct_eval_result a, b;
-    assert_int_equal(ct_evaluate(&m, &ds, NULL, 0, 1.0f / 255, 0, CT_TTA_NONE, &a), 0);
-    assert_int_equal(ct_evaluate(&m, &ds, NULL, 0, 1.0f / 255, 0, CT_TTA_FLIP, &b), 0);
+    assert_int_equal(ct_evaluate(&m, &ds, NULL, 0, 1.0f / 255, 0, CT_TTA_NONE, &a, NULL), 0);
+    assert_int_equal(ct_evaluate(&m, &ds, NULL, 0, 1.0f / 255, 0, CT_TTA_FLIP, &b, NULL), 0);
     check("symmetric", &b, a.correct, a.loss);
     ct_eval_free(&a);
     ct_eval_free(&b);

@@ -127,9 +127,11 @@ int ct_train(const ct_train_opts *o, const ct_dataset *train, const ct_dataset *
 /* Evaluate on ds with the model's current weights: bytes * scale + shift, or
  * through src when it is not NULL; tta averages the logits of the views of
  * each image, weighted (the loss is that of the average).
- * res->confusion is allocated. */
+ * res->confusion is allocated. With tta and plain not NULL, plain gets the
+ * result without augmentation too, from the unshifted unmirrored view's
+ * logits (the first of every mode): one pass over the set gives both. */
 int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int limit, float scale, float shift, int tta,
-                ct_eval_result *res);
+                ct_eval_result *res, ct_eval_result *plain);
 void ct_eval_print(const ct_eval_result *r, char **class_names, FILE *out, int confusion);
 void ct_eval_free(ct_eval_result *r);
 #endif

@@ -97,7 +97,7 @@ int cmd_eval(int argc, char **argv) {
     if (!rc) {
         ct_model_set_params(&m, ck.params);
         ct_eval_result ev;
-        rc = ct_evaluate(&m, test, d.src[1], o->limit_test, scale, shift, o->tta, &ev);
+        rc = ct_evaluate(&m, test, d.src[1], o->limit_test, scale, shift, o->tta, &ev, NULL);
         printf("%s: model %s, %d parameters, trained %lld step%s on %s\n", path, ck.model_name, (int)ck.n_params,
                (long long)ck.next_batch, ck.next_batch == 1 ? "" : "s", d.name);
         if (model_tta)

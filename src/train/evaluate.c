@@ -57,28 +57,12 @@ void ct_tta_view(void *dst, const void *src, int B, int h, int w, int c, size_t 
         }
 }
 
-/* Test-time augmentation on one batch: the weighted mean of the logits of
- * each view of the images; pred = argmax, returns the summed cross-entropy
- * of the mean logits (log-sum-exp in double). host is the batch as uploaded
- * (floats when fl, else bytes), view a buffer of its size; acc and tmp hold
- * B x classes floats. */
-static double eval_views(ct_model *m, const ct_dataset *ds, int B, const void *host, void *view, int fl,
-                         const int32_t *lab, float scale, float shift, int tta, int32_t *pred, float *acc, float *tmp) {
-    int C = m->n_classes, nv = ct_tta_views(tta);
-    const tta_view *v = tta == CT_TTA_FLIP ? views_flip : views_flip_translate;
-    cl_mem logits = m->layers[m->n_layers - 1].out;
-    for (int i = 0; i < B * C; i++) acc[i] = 0.0f;
-    for (int k = 0; k < nv; k++) {
-        ct_tta_view(view, host, B, ds->h, ds->w, ds->c, fl ? sizeof(float) : 1, v[k].flip, v[k].dy, v[k].dx);
-        if (fl) ct_cl_write(m->cl, m->input, 0, (size_t)B * ds->h * ds->w * ds->c * sizeof(float), view);
-        else ct_model_set_batch(m, view, lab, B, scale, shift);
-        ct_model_forward(m, B);
-        ct_cl_read(m->cl, logits, 0, (size_t)B * C * sizeof(float), tmp);
-        for (int i = 0; i < B * C; i++) acc[i] += v[k].weight * tmp[i];
-    }
+/* pred = the argmax of each of B rows of C logits z; returns the summed
+ * cross-entropy (log-sum-exp in double). */
+static double score(const float *z0, int B, int C, const int32_t *lab, int32_t *pred) {
     double loss = 0;
     for (int i = 0; i < B; i++) {
-        const float *z = acc + (size_t)i * C;
+        const float *z = z0 + (size_t)i * C;
         double mx = -INFINITY, se = 0;
         int best = 0;
         for (int k = 0; k < C; k++)
@@ -90,17 +74,49 @@ static double eval_views(ct_model *m, const ct_dataset *ds, int B, const void *h
     return loss;
 }
 
+/* Test-time augmentation on one batch: the weighted mean of the logits of
+ * each view of the images; pred = argmax, returns the summed cross-entropy
+ * of the mean logits (log-sum-exp in double). host is the batch as uploaded
+ * (floats when fl, else bytes), view a buffer of its size; acc and tmp hold
+ * B x classes floats. */
+static double eval_views(ct_model *m, const ct_dataset *ds, int B, const void *host, void *view, int fl,
+                         const int32_t *lab, float scale, float shift, int tta, int32_t *pred, float *acc, float *tmp,
+                         int32_t *pred0, double *loss0) {
+    int C = m->n_classes, nv = ct_tta_views(tta);
+    const tta_view *v = tta == CT_TTA_FLIP ? views_flip : views_flip_translate;
+    cl_mem logits = m->layers[m->n_layers - 1].out;
+    for (int i = 0; i < B * C; i++) acc[i] = 0.0f;
+    for (int k = 0; k < nv; k++) {
+        ct_tta_view(view, host, B, ds->h, ds->w, ds->c, fl ? sizeof(float) : 1, v[k].flip, v[k].dy, v[k].dx);
+        if (fl) ct_cl_write(m->cl, m->input, 0, (size_t)B * ds->h * ds->w * ds->c * sizeof(float), view);
+        else ct_model_set_batch(m, view, lab, B, scale, shift);
+        ct_model_forward(m, B);
+        ct_cl_read(m->cl, logits, 0, (size_t)B * C * sizeof(float), tmp);
+        /* view 0 is the image as it is: the plain result */
+        if (k == 0 && pred0) *loss0 += score(tmp, B, C, lab, pred0);
+        for (int i = 0; i < B * C; i++) acc[i] += v[k].weight * tmp[i];
+    }
+    return score(acc, B, C, lab, pred);
+}
+
 int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int limit, float scale, float shift,
-                int tta, ct_eval_result *res) {
+                int tta, ct_eval_result *res, ct_eval_result *plain) {
     memset(res, 0, sizeof *res);
+    if (tta == CT_TTA_NONE) plain = NULL;
+    if (plain) memset(plain, 0, sizeof *plain);
     int n = limit > 0 && limit < ds->n ? limit : ds->n;
     /* data-parallel: each rank evaluates a contiguous shard, the counts are summed */
     int lo = (int)((int64_t)n * ct_world.rank / ct_world.size), hi = (int)((int64_t)n * (ct_world.rank + 1) / ct_world.size);
     res->n_classes = m->n_classes;
     res->confusion = ct_xcalloc((size_t)m->n_classes * m->n_classes, sizeof(int));
+    if (plain) {
+        plain->n_classes = m->n_classes;
+        plain->confusion = ct_xcalloc((size_t)m->n_classes * m->n_classes, sizeof(int));
+    }
     size_t sz = (size_t)ds->h * ds->w * ds->c;
     uint8_t *img = ct_xmalloc(sz * m->batch);
     int32_t *lab = ct_xmalloc(sizeof(int32_t) * m->batch), *pred = ct_xmalloc(sizeof(int32_t) * m->batch);
+    int32_t *pred0 = plain ? ct_xmalloc(sizeof(int32_t) * m->batch) : NULL;
     int *idx = ct_xmalloc(sizeof(int) * m->batch);
     float *fimg = src ? ct_xmalloc(sz * m->batch * sizeof(float)) : NULL;
     CT_ASSERT(tta == CT_TTA_NONE || tta == CT_TTA_FLIP || tta == CT_TTA_FLIP_TRANSLATE);
@@ -119,7 +135,8 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
                 ct_rng r = ct_rng_make(0, 0, (uint64_t)idx[i]);
                 int rc = src->load(src->ctx, idx[i], fimg + (size_t)i * sz, lab + i, &r);
                 if (rc) {
-                    free(img); free(lab); free(pred); free(idx); free(fimg); free(l0); free(view);
+                    free(img); free(lab); free(pred); free(pred0); free(idx); free(fimg); free(l0); free(view);
+                    if (plain) ct_eval_free(plain);
                     m->training = was_training;
                     m->label_smoothing = smoothing;
                     return rc;
@@ -133,7 +150,7 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
         }
         if (tta != CT_TTA_NONE) {
             res->loss += eval_views(m, ds, B, src ? (void *)fimg : (void *)img, view, src != NULL, lab, scale, shift, tta,
-                                    pred, l0, l0 + (size_t)m->batch * m->n_classes);
+                                    pred, l0, l0 + (size_t)m->batch * m->n_classes, pred0, plain ? &plain->loss : NULL);
         } else {
             ct_model_forward(m, B);
             ct_model_loss(m, B);
@@ -143,6 +160,11 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
             res->confusion[lab[i] * m->n_classes + pred[i]]++;
             res->correct += pred[i] == lab[i];
         }
+        if (plain)
+            for (int i = 0; i < B; i++) {
+                plain->confusion[lab[i] * m->n_classes + pred0[i]]++;
+                plain->correct += pred0[i] == lab[i];
+            }
     }
     m->training = was_training;
     m->label_smoothing = smoothing;
@@ -152,8 +174,17 @@ int ct_evaluate(ct_model *m, const ct_dataset *ds, const ct_source *src, int lim
         res->loss = l;
         ct_dist_sum_int(&res->correct, 1);
         ct_dist_sum_int(res->confusion, m->n_classes * m->n_classes);
+        if (plain) {
+            l = plain->loss;
+            ct_dist_sum(&l, 1);
+            plain->loss = l;
+            ct_dist_sum_int(&plain->correct, 1);
+            ct_dist_sum_int(plain->confusion, m->n_classes * m->n_classes);
+        }
     }
     res->n = n;
+    if (plain) plain->n = n;
+    free(pred0);
     free(img); free(lab); free(pred); free(idx); free(fimg); free(l0); free(view);
     return 0;
 }

@@ -79,9 +79,12 @@ static int hook_eval(ct_loop *loop, const ct_step_info *si) {
     if (!loop->test || !((o->eval_every > 0 && (si->g + 1) % o->eval_every == 0 && !si->last) || (si->last && end))) return 0;
     double te = ct_now();
     ct_dist_average_running_stats(&loop->m);
-    ct_eval_result ev;
-    /* plain, as airbench94 evaluates each epoch; --tta's views (2 or 6 forward passes per image) at the end only */
-    int rc = ct_evaluate(&loop->m, loop->test, o->eval_src, o->limit_test, o->scale, o->shift, CT_TTA_NONE, &ev);
+    ct_eval_result ev, ev_tta;
+    /* plain, as airbench94 evaluates each epoch; --tta's views (2 or 6 forward passes per image) at the end only,
+     * in one pass that gives the plain result too (from the first view, the images as they are) */
+    int with_tta = o->tta != CT_TTA_NONE && si->g == loop->total - 1;
+    int rc = with_tta ? ct_evaluate(&loop->m, loop->test, o->eval_src, o->limit_test, o->scale, o->shift, o->tta, &ev_tta, &ev)
+                      : ct_evaluate(&loop->m, loop->test, o->eval_src, o->limit_test, o->scale, o->shift, CT_TTA_NONE, &ev, NULL);
     if (rc) return rc;
     loop->res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
     if (loop->tb.events) {
@@ -98,9 +101,8 @@ static int hook_eval(ct_loop *loop, const ct_step_info *si) {
         }
     }
     ct_eval_free(&ev);
-    if (o->tta != CT_TTA_NONE && si->g == loop->total - 1) {
-        if ((rc = ct_evaluate(&loop->m, loop->test, o->eval_src, o->limit_test, o->scale, o->shift, o->tta, &ev))) return rc;
-        loop->res->test_acc = (double)ev.correct / (ev.n ? ev.n : 1);
+    if (with_tta) {
+        loop->res->test_acc = (double)ev_tta.correct / (ev_tta.n ? ev_tta.n : 1);
         if (loop->tb.events) {
             ct_tboard_scalar(&loop->tb, "test/accuracy_tta", si->g + 1, loop->res->test_acc);
             ct_tboard_flush(&loop->tb);
@@ -108,9 +110,9 @@ static int hook_eval(ct_loop *loop, const ct_step_info *si) {
         if (o->quiet < 2) {
             fprintf(loop->out, "epoch %d with test-time augmentation %s: ", si->epoch + 1,
                     o->tta == CT_TTA_FLIP ? "flip" : "flip-translate");
-            ct_eval_print(&ev, loop->test->class_names, loop->out, 0);
+            ct_eval_print(&ev_tta, loop->test->class_names, loop->out, 0);
         }
-        ct_eval_free(&ev);
+        ct_eval_free(&ev_tta);
     }
     pause_interval(loop, te);
     return 0;
