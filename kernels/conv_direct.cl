@@ -1,5 +1,6 @@
 /* conv_direct.cl: a convolution computed directly on a CPU, without im2col's
- * column buffer, NHWC, weights [KH][KW][CI][KO] (HWIO), KO = 16*KV outputs:
+ * column buffer, NHWC, weights [KH][KW][CI][KO] (HWIO), KO outputs in 8s, as
+ * KV = ceil(KO / 16) vectors (the last one half used where KO is not in 16s):
  *   direct_fwd:  y[p, :] = act(b + sum_j window(p)[j] * W[j, :]), each
  *                pixel's window in private memory against float16 weight rows
  *   direct_dw:   (KK <= 32: a first layer) per strip of pixels, partial
@@ -12,15 +13,24 @@
  * (18.9 MB for resnet20's first stride-2 layer), ran a first layer's
  * products with an inner dimension of 9 or 27, too short for the machine's
  * FLOP rate, and scattered the data gradient's columns back with col2im.
- * Built per shape: -DKH -DKW -DCI -DSTRIDE -DKV -DVG -DVB, -DCHN -DVT where
+ * Built per shape: -DKH -DKW -DCI -DSTRIDE -DKO -DKV -DVG -DVB, -DCHN -DVT where
  * KK > 32, -DDX where CI is a multiple of 16 (VG, VB, VT: the output vectors
  * per pass of direct_fwd, direct_dw and direct_dw_taps, PX*VG, KK*VB and
  * CHN*VT accumulators). Work-groups of one work-item, each a run of pixels
  * (lws 1: no work-item loop around the 16-wide code).
  * Reference: src/ref/conv.c; tests: tests/test_layers.c (test_conv_direct). */
 #define KK (KH * KW * CI)
-#define KO (KV * 16)
 #define PX 4 /* pixels per step of direct_fwd: each weight vector loaded once for PX of them */
+
+/* output vector v of a row of KO floats at p: rows of KO in 16s are 64-byte aligned (whole-vector
+ * accesses); otherwise each row's last vector is 8 floats (cifar-fast's whitening layer: 24) */
+#if KO % 16 == 0
+#define LDO(p, v) (*(__global const float16 *)(p))
+#define STO(x, p, v) (*(__global float16 *)(p) = (x))
+#else
+#define LDO(p, v) load16_edge((p), KO - 16 * (v))
+#define STO(x, p, v) store16_edge((x), (p), KO - 16 * (v))
+#endif
 
 /* window entry j of a window inside x that starts at s, rows rs floats apart (j a constant once unrolled) */
 #define XOFF(j, rs) ((j) / (KW * CI) * (rs) + (j) % (KW * CI))
@@ -83,7 +93,7 @@ __kernel void direct_fwd(__global float *y, __global const float *x, __global co
                          const int pad, const int OH, const int OW, const int rows, const int per) {
     const int r0 = (int)get_global_id(0) * per, r1 = min(r0 + per, rows);
     float16 bias[KV];
-    for (int v = 0; v < KV; v++) bias[v] = vload16(v, params + b_off);
+    for (int v = 0; v < KV; v++) bias[v] = load16_edge(params + b_off + 16 * v, KO - 16 * v);
     FIRST_PIXEL(r0, b, oy, ox, OH, OW)
     for (int r = r0; r < r1; r += PX) {
         /* the windows copied to private memory (read from x where they lie, a run of PX at a time, it was 1.3x slower) */
@@ -115,8 +125,7 @@ __kernel void direct_fwd(__global float *y, __global const float *x, __global co
 #pragma unroll
                 for (int u = 0; u < VG; u++) {
                     const float16 a = acc[q][u], o = CT_ACT(float16, a, act);
-                    /* rows of KO floats: 64-byte aligned */
-                    *(__global float16 *)(y + (size_t)(r + q) * KO + (v0 + u) * 16) = o;
+                    STO(o, y + (size_t)(r + q) * KO + (v0 + u) * 16, v0 + u);
                 }
         }
     }
@@ -142,7 +151,7 @@ __kernel void direct_dw(__global float *part, __global const float *x, __global 
             NEXT_PIXEL(b, oy, ox, OH, OW)
 #pragma unroll
             for (int u = 0; u < VB; u++) {
-                const float16 d = *(__global const float16 *)(dy + (size_t)r * KO + (v0 + u) * 16);
+                const float16 d = LDO(dy + (size_t)r * KO + (v0 + u) * 16, v0 + u);
                 bacc[u] += d;
                 if (inside)
 #pragma unroll
@@ -155,8 +164,8 @@ __kernel void direct_dw(__global float *part, __global const float *x, __global 
 #pragma unroll
         for (int u = 0; u < VB; u++) {
 #pragma unroll
-            for (int j = 0; j < KK; j++) *(__global float16 *)(out + j * KO + (v0 + u) * 16) = acc[j][u];
-            *(__global float16 *)(out + KK * KO + (v0 + u) * 16) = bacc[u];
+            for (int j = 0; j < KK; j++) STO(acc[j][u], out + j * KO + (v0 + u) * 16, v0 + u);
+            STO(bacc[u], out + KK * KO + (v0 + u) * 16, v0 + u);
         }
     }
 }
@@ -182,7 +191,7 @@ __kernel void direct_dw_taps(__global float *part, __global const float *x, __gl
         for (int r = r0; r < r1; r++) {
             float16 d[VT];
 #pragma unroll
-            for (int u = 0; u < VT; u++) d[u] = *(__global const float16 *)(dy + (size_t)r * KO + (v0 + u) * 16);
+            for (int u = 0; u < VT; u++) d[u] = LDO(dy + (size_t)r * KO + (v0 + u) * 16, v0 + u);
             if (c == 0)
 #pragma unroll
                 for (int u = 0; u < VT; u++) bacc[u] += d[u];
@@ -201,8 +210,8 @@ __kernel void direct_dw_taps(__global float *part, __global const float *x, __gl
 #pragma unroll
         for (int u = 0; u < VT; u++) {
 #pragma unroll
-            for (int i = 0; i < CHN; i++) *(__global float16 *)(out + (j0 + i) * KO + (v0 + u) * 16) = acc[i][u];
-            if (c == 0) *(__global float16 *)(out + KK * KO + (v0 + u) * 16) = bacc[u];
+            for (int i = 0; i < CHN; i++) STO(acc[i][u], out + (j0 + i) * KO + (v0 + u) * 16, v0 + u);
+            if (c == 0) STO(bacc[u], out + KK * KO + (v0 + u) * 16, v0 + u);
         }
     }
 }

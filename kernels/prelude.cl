@@ -74,3 +74,17 @@ inline float16 load16_edge(__global const float *p, int valid) {
     for (int j = 0; j < 16; j++) t[j] = j < valid ? p[j] : 0.0f;
     return vload16(0, t);
 }
+/* the first `valid` floats of x to p (at most 16): the store load16_edge pairs with */
+inline void store16_edge(const float16 x, __global float *p, int valid) {
+    if (valid >= 16) {
+        vstore16(x, 0, p);
+        return;
+    }
+    if (valid == 8) {
+        vstore8(x.lo, 0, p);
+        return;
+    }
+    float t[16];
+    vstore16(x, 0, t);
+    for (int j = 0; j < valid; j++) p[j] = t[j];
+}

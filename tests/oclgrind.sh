@@ -168,6 +168,12 @@ run cpu-img-gemm-split cpu CLTRAIN_GEMM=img,4,4,16 -- --conv im2col
 printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n[conv]\nfilters=80\nsize=3\npad=1\nactivation=relu\n[conv]\nfilters=64\nsize=3\npad=1\n[maxpool]\nsize=2\n[batchnorm]\n[conv]\nfilters=80\nsize=3\npad=1\n[maxpool]\nsize=2\n[dense]\noutputs=3\n[softmax]\n' >"$tmp/pool.cfg"
 data=(images "$tmp/set" --size 8 --model "$tmp/pool.cfg")
 run cpu-pool-fused cpu -- --conv winograd4
+# class cpu, the direct kernel with outputs in 8s, not 16s (rows not 64-byte aligned, a half vector
+# last): a 2x2 to 24 outputs with GELU (cifar-fast's whitening layer's shape), then 24 -> 8 (216
+# inputs per output: direct_dw_taps; its data gradient by im2col's col2im, 24 input channels)
+printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n[conv]\nfilters=24\nsize=2\nactivation=gelu\n[conv]\nfilters=8\nsize=3\npad=1\n[dense]\noutputs=3\n[softmax]\n' >"$tmp/eights.cfg"
+data=(images "$tmp/set" --size 8 --model "$tmp/eights.cfg")
+run cpu-direct-8s cpu -- --conv direct
 data=(fashion-mnist --data "$tmp/idx" --model "$tmp/bytes.cfg")
 run gpu-bytes-resident gpu -- --resident
 run cpu-bytes cpu -- --producers 0

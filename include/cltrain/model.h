@@ -33,7 +33,7 @@ static inline int ct_conv_wino_tile(int algo, int k, int stride, int ic, int is_
     return 0;
 }
 /* The direct kernel (kernels/conv_direct.cl) takes a convolution of any size
- * and stride whose outputs are a multiple of 16 (and at most 16384 inputs
+ * and stride whose outputs are a multiple of 8 (and at most 16384 inputs
  * per output). --conv direct runs those
  * layers with it (the others im2col). --conv auto on a CPU device runs with
  * it the first layers (at most 32 inputs per output: 27 for a 3x3 over RGB),
@@ -42,7 +42,7 @@ static inline int ct_conv_wino_tile(int algo, int k, int stride, int ic, int is_
  * im2col's columns (bench kernels: resnet20's stride-2 layers, cifar-tf's
  * 5x5 ones). */
 static inline int ct_conv_direct_fits(int k, int ic, int oc) { /* (its forward's windows of 4 pixels in private memory) */
-    return oc % 16 == 0 && (long)k * k * ic <= 16384;
+    return oc % 8 == 0 && (long)k * k * ic <= 16384;
 }
 /* the algorithm the rule gives a layer: CT_TILE_DIRECT, a Winograd tile side (2, 4) or 0 (im2col) */
 enum { CT_TILE_DIRECT = 1 };
