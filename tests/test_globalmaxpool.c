@@ -50,6 +50,15 @@ static void test_ref_gradient(void **state) {
     assert_int_equal(ref_globalmaxpool_arg(t, 0, 4, 1, 0), 0);
 }
 
+/* where want is NaN, got must be too: both set to 0 so that ct_compare, which fails on NaN, checks the rest */
+static void nan_match(float *got, float *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (isnan(want[i])) {
+            assert_true(isnan(got[i]));
+            got[i] = want[i] = 0.0f;
+        }
+}
+
 /* [globalmaxpool] as layer 1 of a model (after an identity [maxpool], so it has a dx) */
 static void check_device(int batch, int B, int H, int W, int C, uint64_t seed, int ties) {
     char cfg[512];
@@ -68,6 +77,8 @@ static void check_device(int batch, int B, int H, int W, int C, uint64_t seed, i
     ct_fill_rand(x, n, &r, 2);
     if (ties) /* values in {-1, 0, 1}: many equal maxima, the first wins */
         for (size_t i = 0; i < n; i++) x[i] = (float)(int)(x[i] * 1.4f);
+    if (ties == 2) /* and a NaN in every 7th (image, channel), at a pixel that varies: it wins and stays */
+        for (size_t bc = 0; bc < (size_t)B * C; bc += 7) x[(bc / C * H * W + bc % (H * W)) * C + bc % C] = NAN;
     ct_fill_rand(dy, no, &r, 1);
     ct_fill_nan(nan, n);
     ct_cl_write(&g_cl, m.input, 0, n * 4, x);
@@ -77,14 +88,16 @@ static void check_device(int batch, int B, int H, int W, int C, uint64_t seed, i
     ct_cl_read(&g_cl, L->out, 0, no * 4, got);
     ref_globalmaxpool_forward(want, x, B, H * W, C);
     char what[96];
-    snprintf(what, sizeof what, "globalmaxpool fwd B%d %dx%dx%d%s", B, H, W, C, ties ? " ties" : "");
+    snprintf(what, sizeof what, "globalmaxpool fwd B%d %dx%dx%d%s", B, H, W, C, ties == 2 ? " ties, NaN" : ties ? " ties" : "");
+    nan_match(got, want, no);
     assert_true(ct_compare(what, got, want, no, 0, 0)); /* a copy of one input: exact */
     ct_cl_write(&g_cl, m.layers[2].dx, 0, no * 4, dy);
     ct_cl_write(&g_cl, L->dx, 0, n * 4, nan);
     ct_layer_backward(&m, 1, B);
     ct_cl_read(&g_cl, L->dx, 0, n * 4, got);
     ref_globalmaxpool_backward(want, dy, x, B, H * W, C);
-    snprintf(what, sizeof what, "globalmaxpool bwd B%d %dx%dx%d%s", B, H, W, C, ties ? " ties" : "");
+    snprintf(what, sizeof what, "globalmaxpool bwd B%d %dx%dx%d%s", B, H, W, C, ties == 2 ? " ties, NaN" : ties ? " ties" : "");
+    nan_match(got, want, n);
     assert_true(ct_compare(what, got, want, n, 0, 0));
     size_t routed = 0;
     for (size_t i = 0; i < n; i++) routed += got[i] != 0;
@@ -102,6 +115,11 @@ static void test_device(void **state) {
     check_device(2, 2, 1, 1, 5, 3, 0);   /* one pixel: the identity */
     check_device(2, 2, 9, 5, 67, 4, 0);  /* more channels than a 64-wide work-group */
     check_device(2, 2, 6, 6, 8, 5, 1);
+    /* 16 channels a work-item on a CPU (ct_channel_vw): ties and NaN per lane, cifar-fast's 3x3x256 */
+    check_device(3, 3, 3, 3, 32, 6, 1);
+    check_device(2, 2, 4, 5, 48, 7, 2);
+    check_device(2, 2, 5, 3, 5, 8, 2);   /* the same, one channel a work-item */
+    check_device(4, 4, 3, 3, 256, 9, 0);
 }
 
 static void test_parse_and_train(void **state) {

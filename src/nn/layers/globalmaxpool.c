@@ -30,9 +30,9 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
     cl_kernel k = ct_layer_kernel(m, L, FWD);
-    int HW = L->ih * L->iw;
-    ct_kargs(k, L->out, L->own[0], x, HW, L->oc, B);
-    size_t g2[2] = {(size_t)L->oc, (size_t)B};
+    int HW = L->ih * L->iw, vw = ct_channel_vw(m, L->oc);
+    ct_kargs(k, L->out, L->own[0], x, HW, L->oc, B, vw);
+    size_t g2[2] = {(size_t)(L->oc / vw), (size_t)B};
     ct_cl_run(m->cl, k, "globalmaxpool_fwd", 2, g2, NULL);
 }
 
@@ -41,9 +41,9 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer *L = &m->layers[i];
     if (!L->dx) return;
     cl_kernel k = ct_layer_kernel(m, L, BWD);
-    int HW = L->ih * L->iw, n = B * HW;
-    ct_kargs(k, L->dx, dy, L->own[0], HW, L->oc, n);
-    size_t g2[2] = {(size_t)L->oc, (size_t)n};
+    int HW = L->ih * L->iw, n = B * HW, vw = ct_channel_vw(m, L->oc);
+    ct_kargs(k, L->dx, dy, L->own[0], HW, L->oc, n, vw);
+    size_t g2[2] = {(size_t)(L->oc / vw), (size_t)n};
     ct_cl_run(m->cl, k, "globalmaxpool_bwd", 2, g2, NULL);
 }
 
