@@ -1342,6 +1342,51 @@ static void test_frozen_prefix(void **state) {
     ct_model_free(&m);
 }
 
+/* A frozen layer that runs the direct kernel (cifar-fast's whitening layer: 2x2 over RGB to 24 outputs,
+ * weights lr=0, bias training, GELU) gets its bias gradient as im2col's run gets it, and no weight
+ * gradient (exactly 0 after zero_grad: no kernel wrote it); the layers above get the same gradients. */
+static void test_frozen_direct(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    const char *cfg = "[net]\nheight=9\nwidth=8\nchannels=3\nclasses=3\n"
+                      "[conv]\nfilters=24\nsize=2\nlr=0\nbias_epochs=1\nactivation=gelu\n"
+                      "[conv]\nfilters=16\nsize=3\npad=1\n[dense]\noutputs=3\n[softmax]\n";
+    enum { B = 4 };
+    float *g_[2];
+    size_t np = 0;
+    for (int a = 0; a < 2; a++) {
+        g_conv_algo = a ? CT_CONV_DIRECT : CT_CONV_IM2COL;
+        ct_model m;
+        make_model(&m, cfg, B);
+        assert_int_equal(ct_conv_tile(&m.layers[0]), a ? CT_TILE_DIRECT : 0);
+        ct_rng g = ct_rng_make(42, 0, 0);
+        float *P = set_random_params(&m, &g, 1);
+        float *x = dev_rand(m.input, (size_t)B * 9 * 8 * 3, &g, 1.0f);
+        int32_t lab[B] = {2, 0, 1, 1};
+        ct_cl_write(&g_cl, m.labels, 0, sizeof lab, lab);
+        ct_model_groups_epoch(&m, 0);
+        assert_int_equal(m.grad_from, 0);
+        ct_model_forward(&m, B);
+        ct_model_loss(&m, B);
+        ct_model_zero_grad(&m);
+        ct_model_backward(&m, B, NULL, NULL);
+        np = m.n_params;
+        g_[a] = dev_read(m.grads, np);
+        const ct_layer *L0 = &m.layers[0];
+        for (size_t j = 0; j < L0->n_w; j++) assert_true(g_[a][L0->w_off + j] == 0.0f);
+        assert_true(amax(g_[a] + L0->b_off, L0->n_b) > 0);
+        free(P);
+        free(x);
+        ct_model_free(&m);
+    }
+    g_conv_algo = CT_CONV_IM2COL;
+    /* the same sums in another order (the direct kernel's forward against im2col's GEMM) */
+    assert_true(ct_compare("frozen direct layer: every gradient against im2col's", g_[1], g_[0], np, 1e-4,
+                           1e-5 * amax(g_[0], np)));
+    free(g_[0]);
+    free(g_[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv),
@@ -1369,6 +1414,7 @@ int main(void) {
         cmocka_unit_test(test_gelu_grid),
         cmocka_unit_test(test_accumulation),
         cmocka_unit_test(test_frozen_prefix),
+        cmocka_unit_test(test_frozen_direct),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);
 }
