@@ -573,22 +573,10 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
     FUSED_IN(float16, LD16, PST16, 16)                                                                   \
     FUSED_IN(float8, LD8, PST8, 8)                                                                       \
     FUSED_IN(float, LD1, PST1, 1)
-/* the first `valid` of 16 floats into p (a partial vector of outputs: K not a multiple of 16;
- * its load is prelude.cl's load16_edge) */
-inline void store_part(float16 v, __global float *p, int valid) {
-    if (valid >= 16) {
-        vstore16(v, 0, p);
-    } else if (valid == 8) {
-        vstore8(v.lo, 0, p);
-    } else {
-        float t[16];
-        vstore16(v, 0, t);
-        for (int j = 0; j < valid; j++) p[j] = t[j];
-    }
-}
 /* y's rows are 64-byte aligned when K is a multiple of 16: one store, not vstore16's three;
- * else the outputs k.. of the row, as many of 16 as there are */
-#define GST16(val, p) ((K & 15) == 0 ? (void)(*(__global float16 *)(p) = (val)) : store_part((val), (p), K - k))
+ * else the outputs k.. of the row, as many of 16 as there are (load16_edge and store16_edge:
+ * prelude.cl) */
+#define GST16(val, p) ((K & 15) == 0 ? (void)(*(__global float16 *)(p) = (val)) : store16_edge((val), (p), K - k))
 #define MP(unused, i, j) mp[WN * (i) + (j)][f][nv]
 /* pool = 1 (a 2x2 stride-2 [maxpool] after this conv, K a multiple of 16, act linear: ct_layer.pool_next):
  * the tile's 4x4 outputs are pooled in registers into yp (POH x POW x K) and the maxima's window

@@ -22,6 +22,8 @@ static int direct_runs(const ct_model *m, int count) {
 }
 
 static int direct_kk(const ct_layer *L) { return L->k * L->k * L->ic; }
+/* the output vectors of a pixel: outputs in 8s, the last vector half used where they are not in 16s */
+static int direct_kv(const ct_layer *L) { return (L->oc + 15) / 16; }
 
 /* the output vectors per pass: the largest divisor of kv at most most (1 at least) */
 static int vectors_per_pass(int kv, int most) { return (int)ct_divisor_upto((size_t)kv, (size_t)most); }
@@ -32,7 +34,7 @@ static int direct_chn(const ct_layer *L) { return (int)ct_divisor_upto((size_t)L
  * direct_dw's KK*VB, direct_dw_taps' CHN*VT) */
 typedef struct { long kh, kw, ci, kk, kv, ko, vg, vb, chn, vt; } direct_dims;
 static direct_dims dims_of(const ct_layer *L) {
-    direct_dims d = {L->k, L->k, L->ic, direct_kk(L), (L->oc + 15) / 16, L->oc, 0, 0, direct_chn(L), 0};
+    direct_dims d = {L->k, L->k, L->ic, direct_kk(L), direct_kv(L), L->oc, 0, 0, direct_chn(L), 0};
     d.vg = vectors_per_pass((int)d.kv, 16 / DIRECT_PX);
     d.vb = vectors_per_pass((int)d.kv, d.kk <= 28 ? 28 / (int)d.kk : 1);
     d.vt = vectors_per_pass((int)d.kv, 24 / (int)d.chn);
@@ -143,7 +145,7 @@ void ct_conv_direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
         CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, m->params, m->ws, L->w_off * sizeof(float), 0, L->n_w * sizeof(float),
                                      0, NULL, NULL));
     } else {
-        size_t kk = (size_t)direct_kk(L), ko = (size_t)L->oc * sizeof(float), pitch = (size_t)(L->oc + 15) / 16 * 16 * sizeof(float);
+        size_t kk = (size_t)direct_kk(L), ko = (size_t)L->oc * sizeof(float), pitch = (size_t)direct_kv(L) * 16 * sizeof(float);
         ct_cl_fill0(m->cl, m->ws, 0, kk * pitch);
         size_t src[3] = {L->w_off * sizeof(float), 0, 0}, dst[3] = {0, 0, 0}, region[3] = {ko, kk, 1};
         CL_CHECK(clEnqueueCopyBufferRect(m->cl->queue, m->params, m->ws, src, dst, region, ko, 0, pitch, 0, 0, NULL, NULL));
@@ -156,13 +158,13 @@ void ct_conv_direct_forward(ct_model *m, const ct_layer *L, cl_mem x, int B) {
 
 /* dW and db += the strips' partial sums (the bias follows the weights in the gradients) */
 void ct_conv_direct_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, int B) {
+    if (L->lr_w == 0.0f) { /* frozen weights (whiten=) get no gradient, as im2col's: the bias's alone */
+        if (L->n_b) ct_layer_bias_grad(m, dy, 0, B * L->oh * L->ow, L->oc, L->b_off);
+        return;
+    }
     const struct ct_direct_kernels *d = &ct_conv_kind_of(m, L)->direct[CT_CONV_DIRECT(L) - 1];
     int kk = direct_kk(L), rows = B * L->oh * L->ow, S = direct_strips(m, L, rows), per = (rows + S - 1) / S,
         n = (kk + 1) * L->oc;
-    if (L->lr_w == 0.0f) { /* frozen weights (whiten=) get no gradient, as im2col's: the bias's alone */
-        if (L->n_b) ct_layer_bias_grad(m, dy, 0, rows, L->oc, L->b_off);
-        return;
-    }
     CT_ASSERT(L->b_off == L->w_off + L->n_w);
     if (!L->n_b) n -= L->oc; /* each strip's dW only, its bias sums left */
     ct_kargs(d->dw, m->ws, x, dy, L->ih, L->iw, L->pad, L->oh, L->ow, rows, per);
@@ -202,7 +204,7 @@ int ct_conv_direct_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t rows = (size_t)batch * L->oh * L->ow, kk = (size_t)L->k * L->k * L->ic;
     int S = direct_strips(m, L, (int)rows), N = (int)(kk + 1) * L->oc, dcol = L->dx && !ct_conv_direct_dx(m, L);
     size_t w = ct_max2((size_t)S * (size_t)N, dcol ? rows * kk : 0);
-    w = ct_max2(w, kk * (size_t)((L->oc + 15) / 16 * 16)); /* the forward's padded weights */
+    w = ct_max2(w, kk * (size_t)direct_kv(L) * 16); /* the forward's padded weights */
     if ((size_t)S > n->ones) n->ones = (size_t)S; /* the GEMM's row of ones */
     if (w > n->ws) n->ws = w;
     if ((rc = ct_gemm_reserve(&m->gemm, 1, 0, 1, L->n_b ? N : N - L->oc, S))) return rc;
