@@ -128,6 +128,24 @@ else
   notok "conv search" "exit $rc, $secs s (budget 30)" "$(grep -A2 'conv search' "$tmp/out")" "$(head -3 "$tmp/err")"
 fi
 
+# --- a conv search cut short by its share of the budget has timed the shipped rule's algorithm first ---
+# (cifar-cnn at batch 256: F(4x4) is the rule for five of its six shapes; with 6 s the search cannot
+# time all four algorithms here, and each layer's timing checks the deadline, so the whole run stays
+# near its budget; before, im2col went first and ran to the end whatever the budget)
+rm -f "$db"
+start=$(date +%s)
+timeout 300 "$bin" tune --model cifar-cnn --batch-size 256 --budget 6 >"$tmp/out" 2>"$tmp/err"
+rc=$? secs=$(($(date +%s) - start))
+shape=$(grep -m1 '^  16x16x32->64 pad 1 (1 layer)' "$tmp/out")
+cut=$(grep -c 'not timed' "$tmp/out")
+if [[ $rc -eq 0 ]] && (( secs <= 6 + 20 )) && ! grep -q '^  wino4 not timed: ' "$tmp/out" &&
+   { [[ $shape == *" wino4 "*" ms"* ]] || grep -q '^  wino4 not timed on every layer' "$tmp/out"; } &&
+   { [[ $shape != *" im2col "*" ms"* ]] || [[ $shape == *" wino4 "*" ms"* ]]; }; then
+  ok "a conv search within its share of 6 s times F(4x4), the rule, first ($secs s in all, $cut algorithms cut or not timed):${shape#*:}"
+else
+  notok "conv search order and deadline" "exit $rc, $secs s (budget 6)" "$(grep -A8 'conv search' "$tmp/out")" "$(head -3 "$tmp/err")"
+fi
+
 # --- a variant the device cannot run is skipped, the run goes on ---
 # The largest local-memory tile the parameters allow needs 1 MiB; a device
 # with more (PoCL gives some CPUs 2 MiB) cannot be over it, so there the

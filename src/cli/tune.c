@@ -2,7 +2,8 @@
  * Sets the model up with the shipped defaults (the baseline), times each of
  * its 3x3 stride-1 conv shapes as im2col + GEMM, Winograd F(2x2, 3x3) and
  * F(4x4, 3x3) (forward + backward, in a model set up for each, within half
- * the budget), sets the model up again with the conv algorithms found (which
+ * the budget: the algorithm the shipped rule gives most shapes first, each
+ * layer's timing only while that share lasts), sets the model up again with the conv algorithms found (which
  * lists its GEMM shapes: forward, backward data and weights, the Winograd
  * GEMMs), runs the GEMM search of nn/tune.c within the rest of the budget,
  * then times whole training steps of the baseline and of the tuned model,
@@ -179,9 +180,10 @@ static int conv_check(ct_model *m, int i, int B, char *why, size_t n) {
 }
 
 /* Time every tunable layer with algorithm a (a model set up for it, then freed), after checking its
- * forward against the reference (a shape where it is wrong gets bad[j][a]); 0, or -1 when it could not
+ * forward against the reference (a shape where it is wrong gets bad[j][a]); 0, 1 when `until` came
+ * before every layer was timed (its sums are then partial: not to be compared), or -1 when it could not
  * be set up (a kernel that does not build on this device: one line says so) */
-static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n, int bad[][N_ALGOS]) {
+static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n, int bad[][N_ALGOS], double until) {
     cli_opts ca = *c;
     ca.train.conv = ALGOS[a];
     ct_model m, db = {.db_defaults = 1};
@@ -193,9 +195,11 @@ static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n, int
     }
     cli_real_gradients(&m, B);
     char why[256];
-    for (int i = 0; i < m.n_layers; i++) {
+    int cut = 0;
+    for (int i = 0; i < m.n_layers && !cut; i++) {
         int j = is_tunable_conv(&m.layers[i]) ? shape_index(cs, n, &m.layers[i], B) : -1;
         if (j < 0 || bad[j][a] || !algo_fits(&cs[j], a)) continue;
+        if (ct_now() > until) { cut = 1; break; }
         if (conv_check(&m, i, B, why, sizeof why)) {
             bad[j][a] = 1;
             fprintf(tout, "  %s rejected for %dx%dx%d->%d: wrong result, %s\n", ALGO_NAMES[a], cs[j].key.ih, cs[j].key.iw, cs[j].key.ic,
@@ -208,7 +212,7 @@ static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n, int
     }
     ct_model_free(&m);
     ct_cl_close(&cl);
-    return 0;
+    return cut;
 }
 
 /* Search, within `until`; the chosen conv shapes go to out (the database's other conv shapes are kept).
@@ -222,17 +226,32 @@ static int conv_search(const cli_opts *c, const ct_model *d, int B, double until
     if (!n) return n_out;
     fprintf(tout, "conv search: %d shapes of 3x3 stride-1 layers, each as im2col + GEMM, Winograd F(2x2,3x3) and F(4x4,3x3),\n"
            " and the direct kernel where it fits\n", n);
-    for (int a = 0; a < N_ALGOS; a++)
-        for (int j = 0; j < n; j++) fits[a] |= algo_fits(&cs[j], a);
-    double t_last = 0;
+    /* the algorithms the shipped rule gives most shapes first: a search cut short by `until` has then
+     * timed what the others are compared with (an algorithm cut short is not compared at all) */
+    int order[N_ALGOS], rules[N_ALGOS] = {0};
     for (int a = 0; a < N_ALGOS; a++) {
+        order[a] = a;
+        for (int j = 0; j < n; j++) {
+            fits[a] |= algo_fits(&cs[j], a);
+            rules[a] += cs[j].rule == a;
+        }
+    }
+    for (int a = 1; a < N_ALGOS; a++)
+        for (int b = a; b > 0 && rules[order[b]] > rules[order[b - 1]]; b--) {
+            int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
+        }
+    double t_last = 0;
+    for (int o = 0; o < N_ALGOS; o++) {
+        int a = order[o];
         if (!fits[a]) continue;
         if (ct_now() + t_last > until) {
             fprintf(tout, "  %s not timed: the budget's share for the conv search is spent\n", ALGO_NAMES[a]);
             continue;
         }
         double t0 = ct_now();
-        timed[a] = time_algo(c, a, B, cs, n, bad) == 0;
+        int r = time_algo(c, a, B, cs, n, bad, until);
+        timed[a] = r == 0;
+        if (r == 1) fprintf(tout, "  %s not timed on every layer: the budget's share for the conv search ran out\n", ALGO_NAMES[a]);
         t_last = ct_now() - t0;
     }
     for (int j = 0; j < n; j++) {
@@ -317,6 +336,8 @@ static int keep_if_faster(ct_model *d, ct_optim_state *od, ct_model *m, ct_optim
     return kept;
 }
 
+enum { AUTO_STEPS = 30 }; /* training steps a first run's search needs at the least (tune_search) */
+
 /* The search for c's model within budget seconds (0: the command's default), reported to tout.
  * automatic: a first training run's search, which gives up (writing a database with the shipped
  * defaults, so that it is not tried again) when one training step is too long for the budget. */
@@ -342,10 +363,15 @@ static int tune_search(const cli_opts *cp, double budget, int automatic) {
     if (!budget) budget = cld.is_cpu ? 60 : 120;
     if (automatic) {
         /* the first step compiles (it stops here when that alone takes half the budget); the
-         * second says what a step costs: the search needs some 15 of them */
+         * second says what a step costs. The search needs some 30 of them to find anything: 2 here
+         * and 2 more to size the comparison, the conv search's 4 forward and backward passes of
+         * every conv layer per algorithm (the shipped rule's and at least one other), and the
+         * comparison's 2 warm-up steps and 2 rounds of both models. With 15, cifar-fast at batch
+         * 1024 (1.0 s a step on a 2-core AMD EPYC) searched for 30.3 s of a 20 s budget and found
+         * nothing (BENCHMARKS.md, "The first run's kernel search") */
         double t1 = step_time(&d, &od, B, 1);
         if (t1 * 2 <= budget) t1 = step_time(&d, &od, B, 1);
-        if (t1 * 15 > budget) {
+        if (t1 * AUTO_STEPS > budget) {
             fprintf(stderr, "cltrain: a training step takes %.2f s on this device, too long to search within %.0f s: "
                             "the shipped defaults stay (`cltrain tune --budget SECONDS` searches longer)\n", t1, budget);
             rc = ct_gemm_db_save(&d.gemm, d.gemm.db_path);
