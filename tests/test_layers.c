@@ -29,6 +29,7 @@
 
 static int g_conv_algo = CT_CONV_IM2COL; /* --conv for the models made here */
 static int g_wino_unfused = 0;           /* their wino_unfused */
+static int g_wino_ft = 0;                /* their wino_ft (0: the device's) */
 
 static int make_model(ct_model *m, const char *cfg, int batch) {
     int rc = ct_model_parse(m, cfg, "test.cfg");
@@ -36,6 +37,7 @@ static int make_model(ct_model *m, const char *cfg, int batch) {
     assert_int_equal(rc, 0);
     m->conv_algo = g_conv_algo;
     m->wino_unfused = g_wino_unfused;
+    m->wino_ft = g_wino_ft;
     rc = ct_model_setup(m, &g_cl, batch, CT_GEMM_NATIVE);
     if (rc) fprintf(stderr, "# setup: %s\n", ct_last_error());
     assert_int_equal(rc, 0);
@@ -343,6 +345,7 @@ static void test_conv_winograd(void **state) {
         {1, 1, 4, 4, 256, 256, 3, 1, 1, 1}, /* 256 x 256 weights: the weight kernels' work-groups (a crash once) */
         {2, 1, 5, 6, 64, 208, 3, 1, 1, 1}, /* wino_fused's outputs in two blocks (112 + 96: fused_kb) */
         {2, 1, 9, 7, 24, 64, 3, 1, 1, 1},  /* cifar-fast's first conv: its data gradient fused to 24 outputs (16 + 8) */
+        {3, 2, 13, 11, 16, 16, 3, 1, 1, 2}, /* 36 tiles: whole groups of 8 and of 16 tiles a work-item and a part */
     };
     static const int algos[] = {CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
     /* CLTRAIN_TEST_SUBSET=device: four of the Winograd cases (17 -> 33 channels: the scalar channel
@@ -351,17 +354,20 @@ static void test_conv_winograd(void **state) {
      * skipped where the device caps loops, since F(4x4) runs unfused there anyway */
     static const int wpick[] = {2, 3, 7, 12};
     int subset = ct_test_subset(), capped = ct_cl_loop_limit(&g_cl) > 0;
-    for (int a = 0; a < 3; a++) { /* F(2x2), F(4x4), F(4x4) never fused */
-        if (subset && a == 2 && capped) continue;
+    /* F(2x2), F(4x4) fused with 8 tiles a work-item, never fused, fused with 16 (each CPU's choice: wino_ft) */
+    for (int a = 0; a < 4; a++) {
+        if (subset && a >= 2 && capped) continue;
         g_conv_algo = algos[a > 0];
         g_wino_unfused = a == 2;
+        g_wino_ft = a == 1 ? 8 : a == 3 ? 16 : 0;
         int n = subset ? 0 : run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300 + 1000 * a, 0);
         n += run_conv_pick(wcases, sizeof wcases / sizeof *wcases, wpick, 4, 400 + 1000 * a, 1);
         fprintf(stderr, "# F(%dx%d, 3x3)%s: %d cases ran as Winograd\n", 2 + 2 * (a > 0), 2 + 2 * (a > 0),
-                a == 2 ? " unfused" : "", n);
-        assert_int_equal(n, subset ? 4 : 5 + 17);
+                a == 2 ? " unfused" : a == 1 ? " fused, 8 tiles a work-item" : a == 3 ? " fused, 16 tiles a work-item" : "", n);
+        assert_int_equal(n, subset ? 4 : 5 + 18);
     }
     g_wino_unfused = 0;
+    g_wino_ft = 0;
     /* auto: check_layer asserts the rule (Winograd from 8 input channels) on each */
     g_conv_algo = CT_CONV_AUTO;
     run_conv_pick(wcases, sizeof wcases / sizeof *wcases, wpick, 4, 500, 0);

@@ -25,6 +25,7 @@ typedef struct ct_cl {
     cl_command_queue queue;  /* compute queue (in order) */
     cl_command_queue xfer;   /* transfer queue (in order), may equal queue */
     char platform_name[256], device_name[256], driver_version[128];
+    char vendor[128];        /* CL_DEVICE_VENDOR (PoCL on a CPU: the CPU's, AuthenticAMD or GenuineIntel) */
     char device_version[128], platform_version[256];
     cl_device_type type;     /* CL_DEVICE_TYPE as the device reports it */
     /* The device class in force: which kernel shapes run (GEMM variant and

@@ -148,6 +148,7 @@ typedef struct ct_model {
     cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
     int conv_algo;              /* CT_CONV_*, set before ct_model_setup (0: im2col everywhere) */
     int wino_unfused;           /* 1: F(4x4) always in separate kernels, never wino_fused (tests run both) */
+    int wino_ft;                /* > 0: the fused Winograd kernels' tiles per work-item, not the device's (tests run both) */
     /* set before ct_model_setup, for `cltrain tune` (0 and NULL: the tuning database as written):
      * db_defaults 1: neither the database's GEMM choices nor its conv choices, the shipped defaults
      * and the --conv auto rule only (the tuner's baseline); conv_tuned: these conv choices replace

@@ -396,6 +396,7 @@ static int open_nth(ct_cl *cl, const char *spec, const char *from, int nth) {
     clGetPlatformInfo(cl->platform, CL_PLATFORM_NAME, sizeof cl->platform_name, cl->platform_name, NULL);
     clGetPlatformInfo(cl->platform, CL_PLATFORM_VERSION, sizeof cl->platform_version, cl->platform_version, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_NAME, sizeof cl->device_name, cl->device_name, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_VENDOR, sizeof cl->vendor, cl->vendor, NULL);
     clGetDeviceInfo(cl->device, CL_DRIVER_VERSION, sizeof cl->driver_version, cl->driver_version, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_VERSION, sizeof cl->device_version, cl->device_version, NULL);
     cl_uint cu = 1;

@@ -21,11 +21,22 @@ static size_t tiles_in(const ct_layer *L, int B) {
 }
 static const struct ct_wino_kernels *wk(const ct_model *m, const ct_layer *L) { return &ct_conv_kind_of(m, L)->wino[CT_CONV_WINO(L) == 4]; }
 
-/* wino_fused (CPU, F(4x4)): tiles per work-item, the most input channels
- * (its tiles' V in private memory). Tuned on PoCL, AVX-512 (bench kernels,
- * resnet20 and mnist-cnn): 8 tiles x 16 outputs beat 4 x 32, 6 x 32, 4 x 64,
- * 12 x 16 and 16 x 16 by 5-25%. */
-enum { WINO_FT = 8, WINO_FUSED_C = 64, WINO_DWF_C = 32 };
+/* wino_fused (CPU, F(4x4)): the most input channels (its tiles' V in private
+ * memory), and wino_dw_fused's most channels in and out */
+enum { WINO_FUSED_C = 64, WINO_DWF_C = 32 };
+
+/* The fused kernels' tiles per work-item (FT), by CPU: 8, or 16 on an AMD one.
+ * On the AVX-512 Xeon (PoCL; bench kernels, resnet20 and mnist-cnn) 8 tiles x
+ * 16 outputs beat 4 x 32, 6 x 32, 4 x 64, 12 x 16 and 16 x 16 by 5-25%, an
+ * earlier kernel, not measured there since. On a 2-core AMD EPYC (AVX-512,
+ * family 26) 16 beat 8 in every one of 6 interleaved pairs of `bench train`
+ * steps: resnet20 1.037x, cifar-cnn 1.022x, mnist-cnn 1.028x (batch 128),
+ * cifar-fast at batch 1024 1.023x (4 pairs); 12, 24 and 32 were no better
+ * than 16 there. m->wino_ft overrides it (tests run both). */
+static int wino_ft(const ct_model *m) {
+    if (m->wino_ft > 0) return m->wino_ft;
+    return strstr(m->cl->vendor, "AMD") ? 16 : 8;
+}
 /* the most of U (bytes) one wino_fused work-item reads: its block of
  * outputs, kept in a core's L2 (2 MiB on the AVX-512 Xeon it was measured on)
  * for the work-items of every tile */
@@ -69,7 +80,7 @@ static int wino_build(ct_model *m, const ct_layer *L) {
              CT_CONV_WINO(L) == 4 && m->cl->is_cpu && m->cl->float_width >= 16 ? " -DWINO_VW=16" : "");
     if (CT_CONV_WINO(L) == 4 && m->cl->is_cpu && !loop_capped(m)) /* the fused kernels, for CPUs only (their private tiles) */
         snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DWINO_FUSED -DFT=%d -DWINO_FUSED_C=%d -DWINO_DWF_C=%d",
-                 WINO_FT, WINO_FUSED_C, WINO_DWF_C);
+                 wino_ft(m), WINO_FUSED_C, WINO_DWF_C);
     int rc = ct_cl_build(m->cl, &w->p, "winograd.cl", opts);
     if (rc) return rc;
     w->in = ct_cl_kernel(w->p, "wino_in");
@@ -117,11 +128,12 @@ static int dw_fused(const ct_model *m, const ct_layer *L) {
 
 /* wino_dw_fused's work-items for T tiles (a few per compute unit) and the tiles each takes */
 static int dw_splits(const ct_model *m, int T, int *per) {
-    int S = 8 * (int)m->cl->compute_units, groups = (T + WINO_FT - 1) / WINO_FT;
+    const int ft = wino_ft(m);
+    int S = 8 * (int)m->cl->compute_units, groups = (T + ft - 1) / ft;
     if (S > groups) S = groups;
     if (S < 1) S = 1;
     int p = (T + S - 1) / S;
-    *per = (p + WINO_FT - 1) / WINO_FT * WINO_FT;
+    *per = (p + ft - 1) / ft * ft;
     return (T + *per - 1) / *per;
 }
 
@@ -136,7 +148,8 @@ static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem x, int h
     ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T, KB,
              P != NULL, P ? P->out : y, P ? P->own[0] : y, P ? P->oh : 0, P ? P->ow : 0,
              Q != NULL, Q ? xq : x, Q ? Q->own[0] : x, Q ? Q->oh : 0, Q ? Q->ow : 0);
-    size_t gws[2] = {(size_t)(T + WINO_FT - 1) / WINO_FT, (size_t)((kout + KB - 1) / KB)}, lws[2] = {1, 1};
+    const int ft = wino_ft(m);
+    size_t gws[2] = {(size_t)(T + ft - 1) / ft, (size_t)((kout + KB - 1) / KB)}, lws[2] = {1, 1};
     ct_cl_run(m->cl, k, "wino_fused", 2, gws, lws);
 }
 
