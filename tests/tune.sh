@@ -113,11 +113,16 @@ sed 's/^device .*/device Some Other GPU/' "$tmp/good" >"$db"; expect_ignored "an
 sed 's/^kernels .*/kernels 0123456789abcdef/' "$tmp/good" >"$db"; expect_ignored "another kernel source's" "written for kernel sources"
 : >"$db"; expect_ignored "empty" "damaged"
 
+# `cltrain tune ARGS` with no database, into $tmp/out and $tmp/err: sets rc and secs
+tune_fresh() {
+  rm -f "$db"
+  local start=$(date +%s)
+  timeout 300 "$bin" tune "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$? secs=$(($(date +%s) - start))
+}
+
 # --- the conv search: every 3x3 stride-1 shape timed four ways, the budget kept ---
-rm -f "$db"
-start=$(date +%s)
-timeout 300 "$bin" tune --model mnist-cnn --batch-size 8 --budget 30 >"$tmp/out" 2>"$tmp/err"
-rc=$? secs=$(($(date +%s) - start))
+tune_fresh --model mnist-cnn --batch-size 8 --budget 30
 line=$(grep -m1 '^  26x26x32->64 pad 0 (1 layer)' "$tmp/out")
 first=$(grep -m1 '^  28x28x1->32 pad 0 (1 layer)' "$tmp/out")
 if [[ $rc -eq 0 && -f $db && $secs -le 45 ]] && grep -q "^conv search: 2 shapes" "$tmp/out" &&
@@ -132,10 +137,7 @@ fi
 # (cifar-cnn at batch 256: F(4x4) is the rule for five of its six shapes; with 6 s the search cannot
 # time all four algorithms here, and each layer's timing checks the deadline, so the whole run stays
 # near its budget; before, im2col went first and ran to the end whatever the budget)
-rm -f "$db"
-start=$(date +%s)
-timeout 300 "$bin" tune --model cifar-cnn --batch-size 256 --budget 6 >"$tmp/out" 2>"$tmp/err"
-rc=$? secs=$(($(date +%s) - start))
+tune_fresh --model cifar-cnn --batch-size 256 --budget 6
 shape=$(grep -m1 '^  16x16x32->64 pad 1 (1 layer)' "$tmp/out")
 cut=$(grep -c 'not timed' "$tmp/out")
 if [[ $rc -eq 0 ]] && (( secs <= 6 + 20 )) && ! grep -q '^  wino4 not timed: ' "$tmp/out" &&
