@@ -350,20 +350,22 @@ static void test_conv_winograd(void **state) {
     static const int algos[] = {CT_CONV_WINOGRAD, CT_CONV_WINOGRAD4};
     /* CLTRAIN_TEST_SUBSET=device: four of the Winograd cases (17 -> 33 channels: the scalar channel
      * tails; 24 -> 29: the 8-wide ones; pad 3; 64 -> 32, once NaN where loops are capped), each tile size,
-     * and no shared cases (those not 3x3 stride 1 are test_conv's im2col); the unfused F(4x4) pass is
-     * skipped where the device caps loops, since F(4x4) runs unfused there anyway */
+     * and no shared cases (those not 3x3 stride 1 are test_conv's im2col); the unfused and 16-tile F(4x4)
+     * passes are skipped where the device caps loops, since F(4x4) runs unfused there anyway */
     static const int wpick[] = {2, 3, 7, 12};
     int subset = ct_test_subset(), capped = ct_cl_loop_limit(&g_cl) > 0;
     /* F(2x2), F(4x4) fused with 8 tiles a work-item, never fused, fused with 16 (each CPU's choice: wino_ft) */
+    static const char *const pass[] = {"", " fused, 8 tiles a work-item", " unfused", " fused, 16 tiles a work-item"};
+    static const int ft[] = {0, 8, 0, 16};
     for (int a = 0; a < 4; a++) {
         if (subset && a >= 2 && capped) continue;
         g_conv_algo = algos[a > 0];
         g_wino_unfused = a == 2;
-        g_wino_ft = a == 1 ? 8 : a == 3 ? 16 : 0;
+        g_wino_ft = ft[a];
         int n = subset ? 0 : run_conv_cases(conv_cases, sizeof conv_cases / sizeof *conv_cases, 300 + 1000 * a, 0);
         n += run_conv_pick(wcases, sizeof wcases / sizeof *wcases, wpick, 4, 400 + 1000 * a, 1);
         fprintf(stderr, "# F(%dx%d, 3x3)%s: %d cases ran as Winograd\n", 2 + 2 * (a > 0), 2 + 2 * (a > 0),
-                a == 2 ? " unfused" : a == 1 ? " fused, 8 tiles a work-item" : a == 3 ? " fused, 16 tiles a work-item" : "", n);
+                pass[a], n);
         assert_int_equal(n, subset ? 4 : 5 + 18);
     }
     g_wino_unfused = 0;

@@ -196,7 +196,7 @@ static int time_algo(const cli_opts *c, int a, int B, conv_shape *cs, int n, int
     cli_real_gradients(&m, B);
     char why[256];
     int cut = 0;
-    for (int i = 0; i < m.n_layers && !cut; i++) {
+    for (int i = 0; i < m.n_layers; i++) {
         int j = is_tunable_conv(&m.layers[i]) ? shape_index(cs, n, &m.layers[i], B) : -1;
         if (j < 0 || bad[j][a] || !algo_fits(&cs[j], a)) continue;
         if (ct_now() > until) { cut = 1; break; }
