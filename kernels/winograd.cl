@@ -553,11 +553,29 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
 #define FIN_ROW(VST, r, uu)                                                                              \
     T_IN(vv, uu);                                                                                        \
     _Pragma("unroll") for (int j = 0; j < WN; j++) VST(vv[j], vf + (WN * (r) + j) * C + c);
+/* The column pass reads each input once, a column at a time (its loads
+ * tested by column, then row), into t_, and the row pass turns t_'s rows:
+ * the same operations as IN_PASSES, whose three column passes reload rows
+ * 1-4 (84 tested loads a channel run, not 36: wino_in keeps them, its
+ * tiles of float8 would spill). */
 #define FUSED_IN(VT, LD, VST, VW)                                                                        \
     for (; c + VW <= C; c += VW) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
-        VT u[WN], w[WN], vv[WN];                                                                         \
-        IN_PASSES(VT, LD, FIN_ROW, VST)                                                                  \
+        VT t_[WN][WN], vv[WN];                                                                           \
+        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
+            VT d0 = (VT)(0.0f), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0;                             \
+            if (cok[j]) {                                                                                \
+                d0 = RX(VT, LD, 0, j); d1 = RX(VT, LD, 1, j); d2 = RX(VT, LD, 2, j);                     \
+                d3 = RX(VT, LD, 3, j); d4 = RX(VT, LD, 4, j); d5 = RX(VT, LD, 5, j);                     \
+            }                                                                                            \
+            t_[0][j] = 4.0f * d0 - 5.0f * d2 + d4;                                                       \
+            t_[5][j] = 4.0f * d1 - 5.0f * d3 + d5;                                                       \
+            t_[1][j] = (d3 + d4) - 4.0f * (d1 + d2);                                                     \
+            t_[2][j] = (d4 - d3) + 4.0f * (d1 - d2);                                                     \
+            t_[3][j] = (d4 - d2) + 2.0f * (d3 - d1);                                                     \
+            t_[4][j] = (d4 - d2) - 2.0f * (d3 - d1);                                                     \
+        }                                                                                                \
+        _Pragma("unroll") for (int r = 0; r < WN; r++) { FIN_ROW(VST, r, t_[r]) }                        \
     }
 /* tile t's V for every input channel into vf (16, 8 and 1 at a time);
  * declares the tile's b, th, tw */
