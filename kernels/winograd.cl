@@ -131,6 +131,29 @@
         w[j] = (d4 - d2) - 2.0f * (d3 - d1);                                                             \
     }                                                                                                    \
     ROW(ST, 3, u) ROW(ST, 4, w)
+/* The same transform reading each input once (IN_PASSES' three column
+ * passes reload rows 1-4: 84 bounds-tested loads a channel run, not 36): the
+ * column pass a column at a time into t_, its loads tested by column, then
+ * by row, then the rows turned by ROW(ST, r, t_[r]). The same operations in
+ * the same order. The fused kernels (CPUs) use it; wino_in keeps the passes
+ * (a GPU's 36 float8 would spill, and on the AMD EPYC its float16 pass was no
+ * faster with it). */
+#define IN_ONCE(VT, LD, ROW, ST)                                                                         \
+    VT t_[WN][WN];                                                                                       \
+    _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
+        VT d0 = (VT)(0.0f), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0;                                 \
+        if (cok[j]) {                                                                                    \
+            d0 = RX(VT, LD, 0, j); d1 = RX(VT, LD, 1, j); d2 = RX(VT, LD, 2, j);                         \
+            d3 = RX(VT, LD, 3, j); d4 = RX(VT, LD, 4, j); d5 = RX(VT, LD, 5, j);                         \
+        }                                                                                                \
+        t_[0][j] = 4.0f * d0 - 5.0f * d2 + d4;                                                           \
+        t_[5][j] = 4.0f * d1 - 5.0f * d3 + d5;                                                           \
+        t_[1][j] = (d3 + d4) - 4.0f * (d1 + d2);                                                         \
+        t_[2][j] = (d4 - d3) + 4.0f * (d1 - d2);                                                         \
+        t_[3][j] = (d4 - d2) + 2.0f * (d3 - d1);                                                         \
+        t_[4][j] = (d4 - d2) - 2.0f * (d3 - d1);                                                         \
+    }                                                                                                    \
+    _Pragma("unroll") for (int r = 0; r < WN; r++) { ROW(ST, r, t_[r]) }
 #define WINO_IN(VT, LD, ST, VW)                                                                          \
     for (; c + VW <= C; c += VW) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
@@ -553,29 +576,12 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
 #define FIN_ROW(VST, r, uu)                                                                              \
     T_IN(vv, uu);                                                                                        \
     _Pragma("unroll") for (int j = 0; j < WN; j++) VST(vv[j], vf + (WN * (r) + j) * C + c);
-/* The column pass reads each input once, a column at a time (its loads
- * tested by column, then row), into t_, and the row pass turns t_'s rows:
- * the same operations as IN_PASSES, whose three column passes reload rows
- * 1-4 (84 tested loads a channel run, not 36: wino_in keeps them, its
- * tiles of float8 would spill). */
+/* tile t's channels c.. in runs of VW into vf, each input read once (IN_ONCE) */
 #define FUSED_IN(VT, LD, VST, VW)                                                                        \
     for (; c + VW <= C; c += VW) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
-        VT t_[WN][WN], vv[WN];                                                                           \
-        _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                 \
-            VT d0 = (VT)(0.0f), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0;                             \
-            if (cok[j]) {                                                                                \
-                d0 = RX(VT, LD, 0, j); d1 = RX(VT, LD, 1, j); d2 = RX(VT, LD, 2, j);                     \
-                d3 = RX(VT, LD, 3, j); d4 = RX(VT, LD, 4, j); d5 = RX(VT, LD, 5, j);                     \
-            }                                                                                            \
-            t_[0][j] = 4.0f * d0 - 5.0f * d2 + d4;                                                       \
-            t_[5][j] = 4.0f * d1 - 5.0f * d3 + d5;                                                       \
-            t_[1][j] = (d3 + d4) - 4.0f * (d1 + d2);                                                     \
-            t_[2][j] = (d4 - d3) + 4.0f * (d1 - d2);                                                     \
-            t_[3][j] = (d4 - d2) + 2.0f * (d3 - d1);                                                     \
-            t_[4][j] = (d4 - d2) - 2.0f * (d3 - d1);                                                     \
-        }                                                                                                \
-        _Pragma("unroll") for (int r = 0; r < WN; r++) { FIN_ROW(VST, r, t_[r]) }                        \
+        VT vv[WN];                                                                                       \
+        IN_ONCE(VT, LD, FIN_ROW, VST)                                                                    \
     }
 /* tile t's V for every input channel into vf (16, 8 and 1 at a time);
  * declares the tile's b, th, tw */
