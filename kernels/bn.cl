@@ -157,10 +157,14 @@ __kernel void bn_stats_eval(__global float *stats, __global const float *run, co
 /* y = act(gamma * (x - mean) * invstd + beta), and with keep (GELU, training) d = GELU'(its input). gws = (C / vw, M):
  * vw = 16 (C a multiple of 16) moves a row's 16 channels as one vector: one
  * float per work-item ran at 11 GB/s on PoCL (per-channel loads that might
- * alias y stayed in the loop, unvectorised). */
+ * alias y stayed in the loop, unvectorised).
+ * add = 1 (not with keep): y = act2(that + s), s of y's shape: the [shortcut]
+ * after the layer (ct_layer.add_next) done here, as shortcut_fwd does it,
+ * without writing and reading back the batch norm's output. */
 __kernel void bn_fwd(__global float *y, __global const float *x, __global const float *stats,
                      __global const float *params, const int offGamma, const int offBeta, const int M, const int C,
-                     const int act, const int vw, __global float *d, const int keep) {
+                     const int act, const int vw, __global float *d, const int keep, __global const float *s,
+                     const int add, const int act2) {
     const int c = (int)get_global_id(0) * vw, r = (int)get_global_id(1);
     if (c >= C || r >= M) return;
     const size_t i = (size_t)r * C + c;
@@ -174,6 +178,10 @@ __kernel void bn_fwd(__global float *y, __global const float *x, __global const 
             return;
         }
         v = CT_ACT(float16, v, act);
+        if (add) {
+            v += vload16(0, s + i);
+            v = CT_ACT(float16, v, act2);
+        }
         vstore16(v, 0, y + i);
         return;
     }
@@ -185,6 +193,10 @@ __kernel void bn_fwd(__global float *y, __global const float *x, __global const 
         return;
     }
     v = CT_ACT(float, v, act);
+    if (add) {
+        v += s[i];
+        v = CT_ACT(float, v, act2);
+    }
     y[i] = v;
 }
 

@@ -29,17 +29,22 @@ __kernel void gather_u8(__global float *x, __global int *labels, __global const 
  * 0) or, for an activation whose gradient needs it, its input (GELU).
  * gws = n / vw: vw = 16 (a CPU, n a multiple of 16) takes sixteen elements
  * as one vector, as bn.cl does: one float per work-item left GELU's erf and
- * exp scalar on PoCL, 7x the time per element of bn_fwd's GELU. */
-__kernel void act_bwd(__global float *dz, __global const float *t, const int act, const int n, const int vw) {
+ * exp scalar on PoCL, 7x the time per element of bn_fwd's GELU.
+ * both = 1: the result into dz2 as well (a shortcut's input gradient, which
+ * is its dy: ct_layer_ops.dx_is_dy), one pass instead of this and a copy. */
+__kernel void act_bwd(__global float *dz, __global const float *t, const int act, const int n, const int vw,
+                      __global float *dz2, const int both) {
     const int i = (int)get_global_id(0) * vw;
     if (i >= n) return;
     if (vw == 16) {
-        const float16 g = vload16(0, dz + i), ti = vload16(0, t + i);
-        vstore16(CT_ACT_BWD(float16, g, ti, act), 0, dz + i);
+        const float16 g = vload16(0, dz + i), ti = vload16(0, t + i), r = CT_ACT_BWD(float16, g, ti, act);
+        vstore16(r, 0, dz + i);
+        if (both) vstore16(r, 0, dz2 + i);
         return;
     }
-    const float g = dz[i], ti = t[i];
-    dz[i] = CT_ACT_BWD(float, g, ti, act);
+    const float g = dz[i], ti = t[i], r = CT_ACT_BWD(float, g, ti, act);
+    dz[i] = r;
+    if (both) dz2[i] = r;
 }
 
 /* y = act(y) in place, keeping its input in z: a layer whose activation's

@@ -1127,7 +1127,9 @@ static void test_u8_input(void **state) {
  * what OpenCL's erf (16 ulp) allows where 1 + erf cancels (4e-6 absolute
  * at |z| <= 4). Past n, y and dz hold -7.5 (which ReLU and GELU would
  * change) and z NaN, none of which may change; z is poisoned throughout
- * before act_fwd (it must keep the input exactly). */
+ * before act_fwd (it must keep the input exactly). act_bwd runs twice, the
+ * second time also writing a poisoned second buffer (both = 1: a shortcut's
+ * input gradient), which must then equal dz to the bit, and stay NaN past n. */
 static void test_act_kernels(void **state) {
     (void)state;
     CT_NEED_CL();
@@ -1135,9 +1137,10 @@ static void test_act_kernels(void **state) {
     make_model(&m, "[net]\nheight=1\nwidth=1\nchannels=2\nclasses=2\n[dense]\noutputs=2\n[softmax]\n", 1);
     static const int ns[] = {1, 15, 16, 48, 1584, 4099};
     const size_t cap = 4099 + 32;
-    cl_mem by = NULL, bz = NULL;
+    cl_mem by = NULL, bz = NULL, b2 = NULL;
     assert_int_equal(ct_cl_alloc(&g_cl, &by, cap * 4, "test y"), 0);
     assert_int_equal(ct_cl_alloc(&g_cl, &bz, cap * 4, "test z"), 0);
+    assert_int_equal(ct_cl_alloc(&g_cl, &b2, cap * 4, "test dz copy"), 0);
     ct_rng g = ct_rng_make(1300, 0, 0);
     float *x = malloc(cap * 4), *t = malloc(cap * 4), *want = malloc(cap * 4);
     int tried16 = 0;
@@ -1167,21 +1170,28 @@ static void test_act_kernels(void **state) {
                 ct_fill_rand(x, cap, &g, 1.0f);
                 ct_fill_rand(t, cap, &g, 4.0f);
                 for (size_t j = (size_t)n; j < cap; j++) x[j] = -7.5f, t[j] = -1.0f;
-                ct_cl_write(&g_cl, by, 0, cap * 4, x);
-                ct_cl_write(&g_cl, bz, 0, cap * 4, t);
-                ct_kargs(m.k_act_bwd, by, bz, act, n, vw);
-                ct_cl_run(&g_cl, m.k_act_bwd, "act_bwd", 1, &gws, NULL);
-                float *dz = dev_read(by, cap);
-                for (int j = 0; j < n; j++) want[j] = (float)ref_act_bwd(x[j], t[j], act);
-                snprintf(what, sizeof what, "act_bwd %s n %d vw %d", ct_activations[act].name, n, vw);
-                assert_true(ct_compare(what, dz, want, (size_t)n, gelu ? 2e-5 : 0, gelu ? 4e-6 : 0));
-                for (size_t j = (size_t)n; j < cap; j++) assert_true(dz[j] == -7.5f);
-                free(dz);
+                for (int both = 0; both < 2; both++) {
+                    ct_cl_write(&g_cl, by, 0, cap * 4, x);
+                    ct_cl_write(&g_cl, bz, 0, cap * 4, t);
+                    dev_poison(b2, cap);
+                    ct_kargs(m.k_act_bwd, by, bz, act, n, vw, both ? b2 : by, both);
+                    ct_cl_run(&g_cl, m.k_act_bwd, "act_bwd", 1, &gws, NULL);
+                    float *dz = dev_read(by, cap), *d2 = dev_read(b2, cap);
+                    for (int j = 0; j < n; j++) want[j] = (float)ref_act_bwd(x[j], t[j], act);
+                    snprintf(what, sizeof what, "act_bwd %s n %d vw %d both %d", ct_activations[act].name, n, vw, both);
+                    assert_true(ct_compare(what, dz, want, (size_t)n, gelu ? 2e-5 : 0, gelu ? 4e-6 : 0));
+                    for (size_t j = (size_t)n; j < cap; j++) assert_true(dz[j] == -7.5f && isnan(d2[j]));
+                    for (int j = 0; j < n; j++)
+                        if (both) assert_memory_equal(&d2[j], &dz[j], 4);
+                        else assert_true(isnan(d2[j]));
+                    free(dz); free(d2);
+                }
             }
     assert_true(tried16 > 0);
     free(x); free(t); free(want);
     ct_cl_release(&by);
     ct_cl_release(&bz);
+    ct_cl_release(&b2);
     ct_model_free(&m);
 }
 
@@ -1214,7 +1224,7 @@ static void test_gelu_grid(void **state) {
         assert_true(ct_compare(what, y, want, N, 3e-7, 1e-6));
         ct_cl_write(&g_cl, by, 0, N * 4, one);
         ct_cl_write(&g_cl, bz, 0, N * 4, z);
-        ct_kargs(m.k_act_bwd, by, bz, CT_ACT_GELU, N, vw);
+        ct_kargs(m.k_act_bwd, by, bz, CT_ACT_GELU, N, vw, by, 0);
         ct_cl_run(&g_cl, m.k_act_bwd, "act_bwd", 1, &gws, NULL);
         float *d = dev_read(by, N);
         for (int j = 0; j < N; j++) want[j] = (float)ref_act_bwd(1.0f, z[j], CT_ACT_GELU);

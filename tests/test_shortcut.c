@@ -5,8 +5,10 @@
  * the sequencer's routing of the gradient into the earlier layer (its own
  * gradient plus the shortcut's share). The same for projection=1 (option B:
  * a 1x1 convolution with bias; its weight and bias gradients too), at stride
- * 2 and at stride 1 with fewer channels. Parsing, including the built-ins
- * resnet20 (He et al. 2016: 0.27 M weights, 3 stages) and resnet20b. */
+ * 2 and at stride 1 with fewer channels. A batch norm that does the
+ * shortcut after it in a whole forward (add_next) against the same model
+ * run layer by layer. Parsing, including the built-ins resnet20 (He et al.
+ * 2016: 0.27 M weights, 3 stages) and resnet20b. */
 #include "ct_test.h"
 #include "cltrain/layer.h"
 #include "cltrain/ref.h"
@@ -325,6 +327,79 @@ static void test_device_projection(void **state) {
                      2, CT_ACT_GELU);
 }
 
+/* conv, batch norm + ReLU (the block's input), conv, batch norm, then a shortcut from the block's input
+ * with ReLU, as resnet20's blocks are. In a whole forward (ct_model_forward) the second batch norm writes
+ * the shortcut's output itself (add_next: its bn_fwd adds and activates) and leaves its own output
+ * unwritten; layer by layer each layer runs its own kernels. The shortcut's output, the logits, the loss
+ * and every parameter gradient must agree to the bit (the same operations), training and evaluating.
+ * fuse = 0: a second shortcut also reads that batch norm's output, which must then be written. */
+static void check_bn_add_fused(int C0, int fuse) {
+    enum { NB = 5 };
+    char text[768];
+    snprintf(text, sizeof text,
+             "[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=%d\nsize=3\npad=1\n"
+             "[batchnorm]\nactivation=relu\n[conv]\nfilters=%d\nsize=3\npad=1\n[batchnorm]\n"
+             "[shortcut]\nfrom=-3\nactivation=relu\n%s[avgpool]\n[dense]\noutputs=3\n[softmax]\n",
+             C0, C0, fuse ? "" : "[shortcut]\nfrom=-2\n");
+    ct_model m;
+    assert_int_equal(ct_model_parse(&m, text, "bn-add.cfg"), 0);
+    int rc = ct_model_setup(&m, &g_cl, NB, CT_GEMM_NATIVE);
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    ct_model_init_weights(&m, 11);
+    ct_layer *bn = &m.layers[3], *sc = &m.layers[4], *last = &m.layers[m.n_layers - 1];
+    assert_int_equal(bn->add_next, fuse);
+    ct_rng g = ct_rng_make(4242, 0, 0);
+    uint8_t img[NB * 9 * 7 * 3];
+    int32_t lab[NB];
+    for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
+    for (int b = 0; b < NB; b++) lab[b] = (int32_t)ct_rng_below(&g, 3);
+    size_t ny = (size_t)NB * ct_out_size(sc), nl = (size_t)NB * 3;
+    float *poison = malloc(ny * 4), *y[2], *lg[2], *gr[2], loss[2], first;
+    ct_fill_nan(poison, ny);
+    for (int v = 0; v < 2; v++) { y[v] = malloc(ny * 4); lg[v] = malloc(nl * 4); gr[v] = malloc(m.n_params * 4); }
+    int32_t pred[NB];
+    for (int train = 1; train >= 0; train--) {
+        m.training = train;
+        for (int v = 0; v < 2; v++) { /* 0: layer by layer; 1: the whole forward */
+            ct_model_set_batch(&m, img, lab, NB, 1.0f / 255.0f, 0.0f);
+            ct_model_zero_grad(&m);
+            ct_cl_write(m.cl, bn->out, 0, ny * 4, poison);
+            ct_cl_write(m.cl, sc->out, 0, ny * 4, poison);
+            if (v) ct_model_forward(&m, NB);
+            else
+                for (int i = 0; i < m.n_layers; i++) ct_layer_forward(&m, i, NB);
+            assert_int_equal(bn->added, v && fuse);
+            ct_cl_read(m.cl, bn->out, 0, 4, &first);
+            assert_int_equal(isnan(first) != 0, v && fuse); /* its own output: stale where it added */
+            ct_model_loss(&m, NB);
+            if (train) ct_model_backward(&m, NB, NULL, NULL);
+            loss[v] = (float)ct_model_read_results(&m, NB, pred);
+            ct_cl_read(m.cl, sc->out, 0, ny * 4, y[v]);
+            ct_cl_read(m.cl, last->out, 0, nl * 4, lg[v]);
+            ct_cl_read(m.cl, m.grads, 0, m.n_params * 4, gr[v]);
+        }
+        fprintf(stderr, "# %d channels, %s: batch norm added %d (expected %d), loss %g and %g\n", C0,
+                train ? "training" : "evaluating", bn->added, fuse, (double)loss[0], (double)loss[1]);
+        for (size_t i = 0; i < ny; i++) assert_false(isnan(y[0][i]));
+        assert_memory_equal(y[0], y[1], ny * 4);
+        assert_memory_equal(lg[0], lg[1], nl * 4);
+        if (train) assert_memory_equal(gr[0], gr[1], m.n_params * 4);
+        assert_true(loss[0] == loss[1] && loss[0] > 0);
+    }
+    for (int v = 0; v < 2; v++) { free(y[v]); free(lg[v]); free(gr[v]); }
+    free(poison);
+    ct_model_free(&m);
+}
+
+static void test_bn_add_fused(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_bn_add_fused(16, 1); /* a CPU's 16-wide bn_fwd */
+    check_bn_add_fused(8, 1);  /* one channel a work-item */
+    check_bn_add_fused(16, 0); /* another reader of the batch norm's output: no fusion */
+}
+
 static void test_parse(void **state) {
     (void)state;
     ct_model m;
@@ -412,6 +487,7 @@ int main(void) {
         cmocka_unit_test(test_ref_proj_gradients),
         cmocka_unit_test(test_device),
         cmocka_unit_test(test_device_projection),
+        cmocka_unit_test(test_bn_add_fused),
         cmocka_unit_test(test_parse),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);

@@ -108,6 +108,9 @@ typedef struct ct_layer_ops {
     const char *logits;
     int act_inside;            /* 1: backward takes dy through L's activation itself (batch norm: from x, or GELU's
                                   derivative kept by the forward; no pass over y) */
+    int dx_is_dy;              /* 1: L->dx is dy through the activation, unchanged (a shortcut's): the sequencer's
+                                  pass through the activation writes it as well as dy, and backward copies dy into
+                                  L->dx only where that pass did not run (activation linear, or L->relu_next) */
     /* A layer reading a second, earlier output (L->from >= 0): add its
      * gradient w.r.t. that output into target [B, shape of layer from].
      * Called by the sequencer once layer from+1 has written target. */

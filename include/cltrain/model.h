@@ -82,6 +82,11 @@ typedef struct ct_layer {
                                    in a whole forward the maxpool's has nothing to do; this layer's own out is stale */
     int dy_pooled;              /* set by its last whole forward: its backward reads the next layer's (the maxpool's)
                                    gradient and maxima positions itself, and the maxpool's backward writes no dx */
+    int add_next;               /* the next layer is a [shortcut] that alone reads this layer's output and adds an
+                                   earlier output of the same shape to it, with no pre-activation to keep: in a
+                                   whole forward this layer's forward may write the shortcut's output (batch norm) */
+    int added;                  /* its last forward did (add_next): the shortcut's has nothing to do; this layer's own
+                                   out is stale */
     cl_mem act_in;              /* the activation's input, kept by the forward for the backward when the
                                    activation's gradient reads it (GELU) and the layer does not recompute it */
     cl_mem own[4];              /* buffers its type's setup allocated for it (its file names them); the model releases them */

@@ -150,7 +150,7 @@ typedef struct { ct_model *m; cl_mem dz, y; int n; } relu_arg;
 static void relu_fn(void *p) {
     relu_arg *a = p;
     size_t gws = (size_t)a->n;
-    ct_kargs(a->m->k_act_bwd, a->dz, a->y, (int)CT_ACT_RELU, a->n, 1);
+    ct_kargs(a->m->k_act_bwd, a->dz, a->y, (int)CT_ACT_RELU, a->n, 1, a->dz, 0);
     ct_cl_run(a->m->cl, a->m->k_act_bwd, "act_bwd", 1, &gws, NULL);
 }
 

@@ -297,16 +297,18 @@ void ct_layer_backward(ct_model *m, int i, int B) {
     ct_layer *L = &m->layers[i];
     if (i < m->grad_from) return; /* frozen, and so is everything below */
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
-    if (L->act != CT_ACT_LINEAR && !L->relu_next && !ct_layer_ops_of(L)->act_inside) {
+    const ct_layer_ops *o = ct_layer_ops_of(L);
+    if (L->act != CT_ACT_LINEAR && !L->relu_next && !o->act_inside) {
         size_t n = (size_t)B * ct_out_size(L);
-        int vw = ct_channel_vw(m, (int)n);
+        int vw = ct_channel_vw(m, (int)n), both = o->dx_is_dy && L->dx && i != m->grad_from;
         size_t gws = n / (size_t)vw;
-        ct_kargs(m->k_act_bwd, dy, ct_activations[L->act].grad_reads_input ? L->act_in : L->out, L->act, (int)n, vw);
+        ct_kargs(m->k_act_bwd, dy, ct_activations[L->act].grad_reads_input ? L->act_in : L->out, L->act, (int)n, vw,
+                 both ? L->dx : dy, both);
         ct_cl_run(m->cl, m->k_act_bwd, "act_bwd", 1, &gws, NULL);
     }
     cl_mem dx = L->dx;
     if (i == m->grad_from) L->dx = NULL; /* its parameters' gradients only: no layer below wants dx */
-    ct_layer_ops_of(L)->backward(m, i, ct_layer_output(m, i - 1), dy, B);
+    o->backward(m, i, ct_layer_output(m, i - 1), dy, B);
     L->dx = dx;
     if (!L->dx || i == m->grad_from) return;
     for (int s = i; s < m->n_layers; s++)

@@ -115,8 +115,11 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
         ct_cl_run(m->cl, k[STATS_EVAL], "bn_stats_eval", 1, &g1, NULL);
     }
     KEPT(L) = m->training && DERIV_OF(L);
-    ct_kargs(k[FWD], L->out, x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw,
-             KEPT(L) ? DERIV_OF(L) : L->out, KEPT(L));
+    /* the [shortcut] after it (add_next), in a whole forward: its sum and activation into its output */
+    const ct_layer *S = L->add_next && m->whole_pass && !KEPT(L) ? L + 1 : NULL;
+    L->added = S != NULL;
+    ct_kargs(k[FWD], S ? S->out : L->out, x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw,
+             KEPT(L) ? DERIV_OF(L) : L->out, KEPT(L), S ? ct_layer_output(m, S->from) : x, S != NULL, S ? S->act : 0);
     ct_cl_run(m->cl, k[FWD], "bn_fwd", 2, ge, NULL);
 }
 

@@ -9,11 +9,16 @@
  * (option B; also allowed where the shapes agree), run as im2col + GEMM on
  * the conv layer's path. He et al. follow their projection with batch
  * norm; a [batchnorm] cannot sit on the shortcut branch alone here, so the
- * bias carries the shift and the weights are He-normal like a conv's. Backward copies dy to its input's gradient (and
- * accumulates the projection's weight and bias gradients, so a
- * data-parallel bucket sees them when this layer is done) and, through
- * backward_from, adds dy's share into the earlier output's gradient once
- * the layer after it has written that. Kernels: kernels/shortcut.cl,
+ * bias carries the shift and the weights are He-normal like a conv's.
+ * Where the layer before alone feeds it and the shapes agree (add_next), a
+ * whole forward lets that layer write this one's output (batch norm's
+ * kernel adds and activates). Its input's gradient is dy (dx_is_dy): the
+ * sequencer's pass through the activation writes it; backward copies dy
+ * only where that pass did not run. Backward also accumulates the
+ * projection's weight and bias gradients, so a data-parallel bucket sees
+ * them when this layer is done, and, through backward_from, adds dy's share
+ * into the earlier output's gradient once the layer after it has written
+ * that. Kernels: kernels/shortcut.cl,
  * im2col in kernels/conv.cl, the GEMM. Reference: src/ref/shortcut.c;
  * tests: tests/test_shortcut.c. */
 #include "cltrain/layer.h"
@@ -85,9 +90,16 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
 static double flops(const ct_layer *L) { return 2.0 * L->oh * L->ow * (double)L->n_w; }
 
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
-    if (!projects(L)) return 0;
-    int sh, sw, sc;
+    int i = (int)(L - m->layers), sh, sw, sc;
     src_shape(m, L, &sh, &sw, &sc);
+    if (i > 0) { /* the layer before may do this forward: it alone feeds this one, which adds a same-shaped output */
+        int alone = L->from != i - 1;
+        for (int s = 0; s < m->n_layers && alone; s++)
+            if (s != i && m->layers[s].from == i - 1) alone = 0;
+        m->layers[i - 1].add_next = alone && !projects(L) && L->stride == 1 && sh == L->oh && sw == L->ow &&
+                                    sc == L->oc && !L->act_in;
+    }
+    if (!projects(L)) return 0;
     size_t rows = (size_t)batch * L->oh * L->ow;
     if (L->stride > 1 && rows * sc > n->ws) n->ws = rows * sc; /* the subsampled pixels; stride 1 reads them in place */
     if (rows > n->ones) n->ones = rows;
@@ -120,6 +132,7 @@ static int vec16(const ct_model *m, int C, int SC) { return SC % 16 ? 1 : ct_cha
 
 static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_layer *L = &m->layers[i];
+    if (m->whole_pass && i > 0 && m->layers[i - 1].added) return; /* the layer before wrote out (add_next) */
     if (projects(L)) { forward_projection(m, L, x, B); return; }
     int sh, sw, sc, n = B * L->oh * L->ow;
     src_shape(m, L, &sh, &sw, &sc);
@@ -131,12 +144,14 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     ct_cl_run(m->cl, k, "shortcut_fwd", 2, g2, NULL);
 }
 
-/* the input's gradient is dy itself; with a projection also db += 1^T dy ; dW += col^T dy */
+/* the input's gradient is dy itself (written by the sequencer's pass through the activation where it ran:
+ * dx_is_dy); with a projection also db += 1^T dy ; dW += col^T dy */
 static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     (void)x;
     ct_layer *L = &m->layers[i];
     int rows = B * L->oh * L->ow;
-    if (L->dx) CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, dy, L->dx, 0, 0, (size_t)rows * L->oc * 4, 0, NULL, NULL));
+    if (L->dx && (L->act == CT_ACT_LINEAR || L->relu_next))
+        CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, dy, L->dx, 0, 0, (size_t)rows * L->oc * 4, 0, NULL, NULL));
     if (!projects(L)) return;
     int sc = (int)(L->n_w / (size_t)L->oc);
     ct_layer_bias_grad(m, dy, 0, rows, L->oc, L->b_off);
@@ -233,6 +248,6 @@ static int import(ct_onnx_imp *im, const ct_onnx_node *nd) {
 const ct_layer_ops ct_layer_shortcut = {
     .type = CT_L_SHORTCUT, .name = "shortcut", .keys = keys, .n_keys = sizeof keys / sizeof *keys,
     .build = build, .release = release, .shape = shape, .flops = flops, .setup = setup, .forward = forward,
-    .backward = backward, .backward_from = backward_from,
+    .backward = backward, .backward_from = backward_from, .dx_is_dy = 1,
     .onnx = onnx, .import = import, .onnx_ops = "Add (residuals)", .init = ct_layer_init_he, .decay = ct_layer_decay_weights,
 };
