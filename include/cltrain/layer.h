@@ -190,6 +190,21 @@ static inline int ct_channel_vw(const ct_model *m, int C) { return m->cl->is_cpu
 static inline int ct_fused_act(const ct_model *m, const ct_layer *L) {
     return L->act_in && m->training && (int)(L - m->layers) >= m->grad_from ? CT_ACT_LINEAR : L->act;
 }
+/* Whether ct_layer_backward takes L's dy through its activation in a pass of
+ * its own (act_bwd): not where the activation is linear, the next layer folds
+ * a ReLU's backward into its own (relu_next) or L's backward does it
+ * (act_inside). A dx_is_dy layer's backward copies dy only where it does not. */
+static inline int ct_act_pass(const ct_layer *L) {
+    return L->act != CT_ACT_LINEAR && !L->relu_next && !ct_layer_ops_of(L)->act_inside;
+}
+/* whether the layer after layer j reads j's output alone: no layer takes it
+ * as a second input (from == j), the condition of the fusions across a
+ * boundary (relu_next, pool_next, add_next) */
+static inline int ct_next_reads_alone(const ct_model *m, int j) {
+    for (int s = 0; s < m->n_layers; s++)
+        if (m->layers[s].from == j) return 0;
+    return 1;
+}
 /* the output of layer j, or the network input for j == -1 */
 cl_mem ct_layer_output(const ct_model *m, int j);
 /* He-normal weights, zero biases (stream (seed, 0x1417, i)) */

@@ -298,7 +298,7 @@ void ct_layer_backward(ct_model *m, int i, int B) {
     if (i < m->grad_from) return; /* frozen, and so is everything below */
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
     const ct_layer_ops *o = ct_layer_ops_of(L);
-    if (L->act != CT_ACT_LINEAR && !L->relu_next && !o->act_inside) {
+    if (ct_act_pass(L)) {
         size_t n = (size_t)B * ct_out_size(L);
         int vw = ct_channel_vw(m, (int)n), both = o->dx_is_dy && L->dx && i != m->grad_from;
         size_t gws = n / (size_t)vw;

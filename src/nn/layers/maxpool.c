@@ -33,9 +33,7 @@ static int shape(ct_model *m, ct_layer *L, const ct_sect *s) {
  * that only this layer reads, the ReLU's backward is folded into this one's */
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     (void)n;
-    int i = (int)(L - m->layers), alone = i > 0;
-    for (int s = 0; s < m->n_layers && alone; s++)
-        if (m->layers[s].from == i - 1) alone = 0;
+    int i = (int)(L - m->layers), alone = i > 0 && ct_next_reads_alone(m, i - 1);
     if (i > 0) m->layers[i - 1].relu_next = alone && m->layers[i - 1].act == CT_ACT_RELU;
     if (i > 0) /* a producer that can pool its own output (conv_winograd.c's wino_fused) may do this forward */
         m->layers[i - 1].pool_next = alone && m->layers[i - 1].act == CT_ACT_LINEAR && L->k == 2 && L->stride == 2;

@@ -92,13 +92,9 @@ static double flops(const ct_layer *L) { return 2.0 * L->oh * L->ow * (double)L-
 static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     int i = (int)(L - m->layers), sh, sw, sc;
     src_shape(m, L, &sh, &sw, &sc);
-    if (i > 0) { /* the layer before may do this forward: it alone feeds this one, which adds a same-shaped output */
-        int alone = L->from != i - 1;
-        for (int s = 0; s < m->n_layers && alone; s++)
-            if (s != i && m->layers[s].from == i - 1) alone = 0;
-        m->layers[i - 1].add_next = alone && !projects(L) && L->stride == 1 && sh == L->oh && sw == L->ow &&
-                                    sc == L->oc && !L->act_in;
-    }
+    if (i > 0) /* the layer before may do this forward: it alone feeds this one, which adds a same-shaped output */
+        m->layers[i - 1].add_next = ct_next_reads_alone(m, i - 1) && !projects(L) && L->stride == 1 && sh == L->oh &&
+                                    sw == L->ow && sc == L->oc && !L->act_in;
     if (!projects(L)) return 0;
     size_t rows = (size_t)batch * L->oh * L->ow;
     if (L->stride > 1 && rows * sc > n->ws) n->ws = rows * sc; /* the subsampled pixels; stride 1 reads them in place */
@@ -150,7 +146,7 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     (void)x;
     ct_layer *L = &m->layers[i];
     int rows = B * L->oh * L->ow;
-    if (L->dx && (L->act == CT_ACT_LINEAR || L->relu_next))
+    if (L->dx && !ct_act_pass(L))
         CL_CHECK(clEnqueueCopyBuffer(m->cl->queue, dy, L->dx, 0, 0, (size_t)rows * L->oc * 4, 0, NULL, NULL));
     if (!projects(L)) return;
     int sc = (int)(L->n_w / (size_t)L->oc);
