@@ -688,7 +688,10 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
  * private dU[xi][c][k]. It writes dU to P[s] ([36][C][K]) and its tiles'
  * sums of dy (the bias gradient's share) to P[S*36*C*K + s*K]; wino_dw sums
  * the S partials. The separate path writes V and Z (2.25x x and dy) and
- * reads them back. gws = (S). */
+ * reads them back. x, which the forward wrote long before, comes from memory: a tile's six rows
+ * at W*C floats apart defeated the hardware's prefetchers, and each FT tiles prefetch the rows
+ * of the next (CT_PREFETCH): resnet20's step 1.048x (11 of 12 pairs), its 16-channel layers'
+ * backward some 15% faster; dy, just written, gains nothing from it. gws = (S). */
 #ifndef WINO_DWF_C
 #define WINO_DWF_C 32
 #endif
@@ -709,6 +712,13 @@ __kernel void wino_dw_fused(__global float *P, __global const float *x, __global
     for (int i = 0; i < K / 16; i++) bs[i] = (float16)(0.0f);
     for (int t0 = t_lo; t0 < t_hi; t0 += FT) {
         const int nt = min(FT, t_hi - t0);
+        if (t0 + FT < t_hi) { /* the rows of x the next FT tiles read, into the cache while these compute */
+            const int a0 = (t0 + FT) / TW, a1 = (min(t_hi, t0 + 2 * FT) - 1) / TW; /* their first and last b*TH + th */
+            const int b0 = a0 / TH, h0 = a0 % TH, b1 = a1 / TH, h1 = a1 % TH;
+            const size_t xs = ((size_t)b0 * H + max(0, WINO_M * h0 - pad)) * W * C,
+                         xe = ((size_t)b1 * H + min(H, WINO_M * h1 + WN - pad)) * W * C;
+            for (size_t o = xs; o < xe; o += 16) CT_PREFETCH(x + o);
+        }
         for (int f = 0; f < FT; f++) {
             float *vf = vt[f], *zf = zt[f];
             if (f >= nt) {
