@@ -706,8 +706,8 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
  * the S partials. The separate path writes V and Z (2.25x x and dy) and
  * reads them back. x, which the forward wrote long before, comes from memory: a tile's six rows
  * at W*C floats apart defeated the hardware's prefetchers, and each FT tiles prefetch the rows
- * of the next (CT_PREFETCH): resnet20's step 1.048x (11 of 12 pairs), its 16-channel layers'
- * backward some 15% faster; dy, just written, gains nothing from it. gws = (S). */
+ * of the next (CT_PREFETCH): resnet20's step 1.021x (13 of 16 pairs, with direct_dw_taps'); dy,
+ * just written, gains nothing from it. gws = (S). */
 #ifndef WINO_DWF_C
 #define WINO_DWF_C 32
 #endif
