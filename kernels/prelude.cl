@@ -55,12 +55,13 @@ CT_ERF_DEF(float16)
     ((act) == CT_ACT_RELU ? select((VT)(0.0f), (g), (t) > (VT)(0.0f))                                    \
                           : (act) == CT_ACT_GELU ? (g) * CT_GELU_GRAD(VT, t) : (g))
 /* CT_PREFETCH(p): bring the cache line at p (a __global address; it need not be in a buffer) towards
- * the core, on a device of class cpu (CT_CPU, set by the host: not Oclgrind's simulator) built by
- * clang (PoCL, and the other CPU drivers there are); elsewhere nothing. OpenCL's prefetch() compiles
- * to nothing on PoCL. For reads the hardware's prefetchers miss: a tile's six rows of an input the
- * forward wrote long ago, read by a weight gradient (wino_dw_fused, direct_dw_taps); a row streamed
- * in order gains nothing (bn_reduce: 0.993x on resnet20's step). */
-#if defined(CT_CPU) && defined(__clang__)
+ * the core, where the host says the kernels run as class cpu on PoCL (CT_POCL_CPU: LLVM compiles them
+ * straight to the CPU's code); elsewhere nothing (SPIR-V's translator and Oclgrind refuse the
+ * intrinsic). OpenCL's prefetch() compiles to nothing on PoCL. For reads the hardware's prefetchers
+ * miss: a tile's six rows of an input the forward wrote long ago, read by a weight gradient
+ * (wino_dw_fused, direct_dw_taps); a row streamed in order gains nothing (bn_reduce: 0.993x on
+ * resnet20's step). */
+#if defined(CT_POCL_CPU) && defined(__clang__)
 #define CT_PREFETCH(p) __builtin_prefetch(p)
 #else
 #define CT_PREFETCH(p) ((void)0)

@@ -545,12 +545,14 @@ int ct_cl_build(ct_cl *cl, cl_program *out, const char *file, const char *option
         return ct_fail(CT_EDEVICE, "kernel source kernels/%s not found (CLTRAIN_KERNEL_DIR=%s)", file,
                        getenv("CLTRAIN_KERNEL_DIR") ? getenv("CLTRAIN_KERNEL_DIR") : "unset, embedded");
     }
-    /* Training kernels never get -cl-fast-relaxed-math: NaN and Inf must stay visible. CT_CPU: the
-     * device runs with class cpu and its compiler may emit a prefetch (prelude.cl's CT_PREFETCH); not
-     * Oclgrind, whose interpreter has no llvm.prefetch ("Undefined external function"). */
-    int cpu = cl->is_cpu && !strstr(cl->device_name, "Oclgrind");
+    /* Training kernels never get -cl-fast-relaxed-math: NaN and Inf must stay visible. CT_POCL_CPU:
+     * class cpu on PoCL, whose CPU drivers compile with LLVM straight to the host's code, so a prefetch
+     * may be emitted (prelude.cl's CT_PREFETCH). Not elsewhere: Mesa's rusticl goes through SPIR-V,
+     * whose translator refuses llvm.prefetch ("Unexpected llvm intrinsic"), and Oclgrind's interpreter
+     * has none ("Undefined external function"). */
+    int pocl_cpu = cl->is_cpu && strstr(cl->platform_name, "Portable Computing Language");
     char opts[2048];
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s %s", cpu ? " -DCT_CPU=1" : "", options ? options : "");
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s %s", pocl_cpu ? " -DCT_POCL_CPU=1" : "", options ? options : "");
     uint64_t h = 0xcbf29ce484222325ull;
     h = fnv1a(h, prelude); h = fnv1a(h, src); h = fnv1a(h, opts);
     h = fnv1a(h, cl->device_name); h = fnv1a(h, cl->driver_version);
