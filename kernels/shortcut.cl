@@ -49,3 +49,24 @@ __kernel void shortcut_bwd(__global float *ds, __global const float *dy, const i
     }
     ds[o] += dy[(size_t)p * C + c];
 }
+
+/* shortcut_bwd into a gradient of dy's shape (S 1, SC = C), followed by the pass through the activation
+ * of the layer whose output that gradient belongs to, as the sequencer's act_bwd (ops.cl) takes it:
+ * ds = act'(ds + dy) at t (that layer's output, or its pre-activation where the gradient reads that), and
+ * with both also into dx2. The same operations as shortcut_bwd then act_bwd, in one pass: resnet20's
+ * identity blocks, whose block output (ReLU) the next block's conv and shortcut both read. gws = (C / vw, n) */
+__kernel void shortcut_bwd_act(__global float *ds, __global const float *dy, __global const float *t, const int act,
+                               const int C, const int n, const int vw, __global float *dx2, const int both) {
+    const int c = (int)get_global_id(0) * vw, p = (int)get_global_id(1);
+    if (c >= C || p >= n) return;
+    const size_t o = (size_t)p * C + c;
+    if (vw == 16) {
+        const float16 g = vload16(0, ds + o) + vload16(0, dy + o), r = CT_ACT_BWD(float16, g, vload16(0, t + o), act);
+        vstore16(r, 0, ds + o);
+        if (both) vstore16(r, 0, dx2 + o);
+        return;
+    }
+    const float g = ds[o] + dy[o], r = CT_ACT_BWD(float, g, t[o], act);
+    ds[o] = r;
+    if (both) dx2[o] = r;
+}

@@ -138,13 +138,15 @@
  * the same order. The fused kernels (CPUs) use it; wino_in keeps the passes
  * (a GPU's 36 float8 would spill, and on the AMD EPYC its float16 pass was no
  * faster with it). */
-#define IN_ONCE(VT, LD, ROW, ST)                                                                         \
+#define IN_ONCE(VT, LD, ROW, ST) IN_ONCE_BY(RX, VT, LD, ROW, ST)
+/* IN_ONCE with each input read by RXM(VT, LD, i, j) */
+#define IN_ONCE_BY(RXM, VT, LD, ROW, ST)                                                                 \
     VT t_[WN][WN];                                                                                       \
     _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
         VT d0 = (VT)(0.0f), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0;                                 \
         if (cok[j]) {                                                                                    \
-            d0 = RX(VT, LD, 0, j); d1 = RX(VT, LD, 1, j); d2 = RX(VT, LD, 2, j);                         \
-            d3 = RX(VT, LD, 3, j); d4 = RX(VT, LD, 4, j); d5 = RX(VT, LD, 5, j);                         \
+            d0 = RXM(VT, LD, 0, j); d1 = RXM(VT, LD, 1, j); d2 = RXM(VT, LD, 2, j);                      \
+            d3 = RXM(VT, LD, 3, j); d4 = RXM(VT, LD, 4, j); d5 = RXM(VT, LD, 5, j);                      \
         }                                                                                                \
         t_[0][j] = 4.0f * d0 - 5.0f * d2 + d4;                                                           \
         t_[5][j] = 4.0f * d1 - 5.0f * d3 + d5;                                                           \
@@ -599,8 +601,30 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
         VT vv[WN];                                                                                       \
         IN_ONCE(VT, LD, FIN_ROW, VST)                                                                    \
     }
-/* tile t's V for every input channel into vf (16, 8 and 1 at a time);
- * declares the tile's b, th, tw */
+/* norm = 1 (x is the input of a [batchnorm] that wrote no output: ct_layer.normed; C a multiple of 16):
+ * each input as that batch norm's bn_fwd (bn.cl) would have written it, act(gamma (x - mean) invstd +
+ * beta), with mean and invstd at nstats[c] and nstats[C + c], gamma and beta at nparams[ngoff + c] and
+ * nparams[nboff + c]; the padding stays zero. The same operations as bn_fwd, not contracted: the
+ * values are bn_fwd's to the bit. The batch norm's pass over its output goes (resnet20's six 16- and
+ * 32-channel inner batch norms: its step 1.015x, 11 of 16 interleaved pairs of bench train). */
+#pragma OPENCL FP_CONTRACT OFF
+static inline float16 bn_norm16(const float16 v, const float16 g, const float16 mu, const float16 is, const float16 bt,
+                                const int act) {
+    const float16 z = g * (v - mu) * is + bt;
+    return CT_ACT(float16, z, act);
+}
+#pragma OPENCL FP_CONTRACT ON
+#define RXN(VT, LD, i, j) (rok[i] && cok[j] ? bn_norm16(LD(px + ((size_t)(i) * W + (j)) * C), ng, nm, ns, nb, nact) : (VT)(0.0f))
+#define FUSED_IN_NORM                                                                                    \
+    for (; c + 16 <= C; c += 16) {                                                                       \
+        __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
+        const float16 ng = vload16(0, nparams + ngoff + c), nm = vload16(0, nstats + c);                 \
+        const float16 ns = vload16(0, nstats + C + c), nb = vload16(0, nparams + nboff + c);             \
+        float16 vv[WN];                                                                                  \
+        IN_ONCE_BY(RXN, float16, LD16, FIN_ROW, PST16)                                                   \
+    }
+/* tile t's V for every input channel into vf (16, 8 and 1 at a time; normalised as they load with
+ * norm); declares the tile's b, th, tw */
 #define TILE_INTO_VF(t)                                                                                  \
     TILE_OF(t);                                                                                          \
     const int y0 = WINO_M * th - pad, x0 = WINO_M * tw - pad;                                            \
@@ -610,9 +634,13 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
         cok[i] = x0 + i >= 0 && x0 + i < W;                                                              \
     }                                                                                                    \
     int c = 0;                                                                                           \
-    FUSED_IN(float16, LD16, PST16, 16)                                                                   \
-    FUSED_IN(float8, LD8, PST8, 8)                                                                       \
-    FUSED_IN(float, LD1, PST1, 1)
+    if (norm) {                                                                                          \
+        FUSED_IN_NORM                                                                                    \
+    } else {                                                                                             \
+        FUSED_IN(float16, LD16, PST16, 16)                                                               \
+        FUSED_IN(float8, LD8, PST8, 8)                                                                   \
+        FUSED_IN(float, LD1, PST1, 1)                                                                    \
+    }
 /* y's rows are 64-byte aligned when K is a multiple of 16: one store, not vstore16's three;
  * else the outputs k.. of the row, as many of 16 as there are (load16_edge and store16_edge:
  * prelude.cl) */
@@ -630,7 +658,9 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
                          const int W, const int C, const int pad, const int OH, const int OW, const int K,
                          const int TH, const int TW, const int T, const int KB, const int pool,
                          __global float *yp, __global ushort *parg, const int POH, const int POW, const int pool_in,
-                         __global const float *xp, __global const ushort *xarg, const int XPH, const int XPW) {
+                         __global const float *xp, __global const ushort *xarg, const int XPH, const int XPW,
+                         const int norm, __global const float *nstats, __global const float *nparams, const int ngoff,
+                         const int nboff, const int nact) {
     const int t0 = (int)get_global_id(0) * FT, k_lo = (int)get_global_id(1) * KB, k_hi = min(K, k_lo + KB);
     if (t0 >= T || k_lo >= K) return;
     const int nt = min(FT, T - t0);
@@ -707,7 +737,8 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
  * reads them back. x, which the forward wrote long before, comes from memory: a tile's six rows
  * at W*C floats apart defeated the hardware's prefetchers, and each FT tiles prefetch the rows
  * of the next (CT_PREFETCH): resnet20's step 1.021x (13 of 16 pairs, with direct_dw_taps'); dy,
- * just written, gains nothing from it. gws = (S). */
+ * just written, gains nothing from it. norm = 1: x is a batch norm's input, normalised as it loads
+ * (TILE_INTO_VF, as wino_fused's forward reads it). gws = (S). */
 #ifndef WINO_DWF_C
 #define WINO_DWF_C 32
 #endif
@@ -716,7 +747,9 @@ __kernel void wino_fused(__global float *y, __global const float *x, __global co
     _Pragma("unroll") for (int j = 0; j < WN; j++) ST(zz[j], zf + (WN * (r) + j) * K + k);
 __kernel void wino_dw_fused(__global float *P, __global const float *x, __global const float *dy, const int H,
                             const int W, const int C, const int pad, const int OH, const int OW, const int K,
-                            const int TH, const int TW, const int T, const int per, const int S) {
+                            const int TH, const int TW, const int T, const int per, const int S, const int norm,
+                            __global const float *nstats, __global const float *nparams, const int ngoff, const int nboff,
+                            const int nact) {
     const int s = (int)get_global_id(0);
     if (s >= S) return;
     const int t_lo = s * per, t_hi = min(T, t_lo + per);

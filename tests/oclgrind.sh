@@ -52,11 +52,13 @@ for c in range(3):
 EOF
 # Layer 0: 27 inputs per output (the direct kernel's first-layer case under
 # class cpu); 2: 3x3 stride 1 with 16 outputs (Winograd fused under class cpu);
-# 4: shortcut of the same shape; 5: stride 2 (direct or im2col); 7: shortcut
-# that subsamples and pads channels; 9: 3x3 with 12 outputs (Winograd unfused
-# in both classes: the fused kernel wants multiples of 16) and a batch norm
-# over 12 channels (the 1-wide reduction; multiples of 8 take the 8-wide one).
-# 13: a dense layer with GELU (its activation in a kernel of its own). Byte
+# 4: shortcut of the same shape; 7: another, whose add into the gradient of
+# layer 4's output takes it through 4's ReLU (shortcut_bwd_act); 8: stride 2
+# (direct or im2col); 10: shortcut that subsamples and pads channels; 12: 3x3
+# with 12 outputs (Winograd unfused in both classes: the fused kernel wants
+# multiples of 16) and a batch norm over 12 channels (the 1-wide reduction;
+# multiples of 8 take the 8-wide one). 16: a dense layer with GELU (its
+# activation in a kernel of its own). Byte
 # images (MNIST's format) are converted on the device (u8_to_f32) or gathered
 # from a resident copy (gather_u8): a second tiny model over them, with
 # global max pooling.
@@ -71,6 +73,14 @@ filters=16
 size=3
 pad=1
 [batchnorm]
+activation=relu
+[conv]
+filters=16
+size=3
+pad=1
+[batchnorm]
+[shortcut]
+from=-3
 activation=relu
 [conv]
 filters=16
@@ -168,6 +178,11 @@ run cpu-img-gemm-split cpu CLTRAIN_GEMM=img,4,4,16 -- --conv im2col
 printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n[conv]\nfilters=80\nsize=3\npad=1\nactivation=relu\n[conv]\nfilters=64\nsize=3\npad=1\n[maxpool]\nsize=2\n[batchnorm]\n[conv]\nfilters=80\nsize=3\npad=1\n[maxpool]\nsize=2\n[dense]\noutputs=3\n[softmax]\n' >"$tmp/pool.cfg"
 data=(images "$tmp/set" --size 8 --model "$tmp/pool.cfg")
 run cpu-pool-fused cpu -- --conv winograd4
+# class cpu, batch norms whose output a fused Winograd conv alone reads: the conv's forward and weight
+# gradient read the batch norm's input and normalise it as they load (wino_fused's and wino_dw_fused's norm)
+printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n[conv]\nfilters=16\nsize=3\npad=1\n[batchnorm]\nactivation=relu\n[conv]\nfilters=32\nsize=3\npad=1\n[batchnorm]\n[conv]\nfilters=16\nsize=3\npad=1\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n' >"$tmp/norm.cfg"
+data=(images "$tmp/set" --size 8 --model "$tmp/norm.cfg")
+run cpu-bn-norm cpu -- --conv winograd4
 # class cpu, the direct kernel with outputs in 8s, not 16s (rows not 64-byte aligned, a half vector
 # last): a 2x2 to 24 outputs with GELU (cifar-fast's whitening layer's shape), then 24 -> 8 (216
 # inputs per output: direct_dw_taps; its data gradient by im2col's col2im, 24 input channels)

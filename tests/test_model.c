@@ -676,6 +676,90 @@ static void test_conv_pool_fused(void **state) {
                           "[dense]\noutputs=3\n[softmax]\n", 8, 1);
 }
 
+/* conv, [batchnorm] with an activation, then a fused Winograd conv that alone reads the batch norm's
+ * output (ct_layer.norm_next): in a whole forward the batch norm computes its statistics and writes no
+ * output, and the conv's forward (wino_fused) and weight gradient (wino_dw_fused) read the batch norm's
+ * input and normalise it as they load, with bn_fwd's operations. Against the same model layer by layer
+ * (bn_fwd writes the output, the conv reads it): the logits, the loss and every parameter gradient
+ * equal to the bit, training and evaluating (the running statistics). gamma and beta are random, so
+ * that a normalised zero is not zero: the padding must stay zero. Odd sizes: tiles cut at the edges.
+ * expect 0: the fusion must not happen (GELU, channels not in 16s, a weight gradient not fused, or a
+ * second reader of the batch norm's output). */
+static void check_bn_norm_fused(int C1, int K2, const char *act, const char *extra, int expect) {
+    enum { B = 5 };
+    char cfg[768];
+    snprintf(cfg, sizeof cfg,
+             "[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=%d\nsize=3\npad=1\n"
+             "[batchnorm]\nactivation=%s\n[conv]\nfilters=%d\nsize=3\npad=1\n%s[avgpool]\n[dense]\noutputs=3\n[softmax]\n",
+             C1, act, K2, extra);
+    ct_model m;
+    assert_int_equal(ct_model_parse(&m, cfg, "bn-norm.cfg"), 0);
+    m.conv_algo = CT_CONV_AUTO; /* F(4x4) on a CPU, as training runs it */
+    int rc = ct_model_setup(&m, &g_cl, B, CT_GEMM_NATIVE);
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    ct_model_init_weights(&m, 5);
+    ct_layer *bn = &m.layers[1], *c2 = &m.layers[2], *last = &m.layers[m.n_layers - 1];
+    /* the fused kernels: F(4x4) on a CPU whose loops are not capped */
+    expect = expect && g_cl.is_cpu && ct_conv_tile(c2) == 4 && ct_cl_loop_limit(&g_cl) == 0;
+    fprintf(stderr, "# %d -> %d, %s%s: norm_next %d (expected %d)\n", C1, K2, act, extra[0] ? ", a second reader" : "",
+            bn->norm_next, expect);
+    assert_int_equal(bn->norm_next, expect);
+    ct_rng g = ct_rng_make(909, 0, 0);
+    ct_bn_slices sl = ct_bn_layout(bn);
+    float gb[2][64];
+    for (int c = 0; c < C1; c++) gb[0][c] = 0.5f + ct_rng_uniform(&g), gb[1][c] = ct_rng_uniform(&g) - 0.5f;
+    ct_cl_write(m.cl, m.params, sl.gamma * 4, (size_t)C1 * 4, gb[0]);
+    ct_cl_write(m.cl, m.params, sl.beta * 4, (size_t)C1 * 4, gb[1]);
+    uint8_t img[B * 9 * 7 * 3];
+    int32_t lab[B];
+    for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
+    for (int b = 0; b < B; b++) lab[b] = (int32_t)ct_rng_below(&g, 3);
+    size_t ny = (size_t)B * ct_out_size(bn), nl = (size_t)B * 3;
+    float *poison = malloc(ny * 4), *lg[2], *gr[2], loss[2], first;
+    ct_fill_nan(poison, ny);
+    for (int v = 0; v < 2; v++) { lg[v] = malloc(nl * 4); gr[v] = malloc(m.n_params * 4); }
+    int32_t pred[B];
+    for (int train = 1; train >= 0; train--) {
+        m.training = train;
+        for (int v = 0; v < 2; v++) { /* 0: layer by layer; 1: the whole forward */
+            ct_model_set_batch(&m, img, lab, B, 1.0f / 255.0f, 0.0f);
+            ct_model_zero_grad(&m);
+            ct_cl_write(m.cl, bn->out, 0, ny * 4, poison);
+            if (v) ct_model_forward(&m, B);
+            else
+                for (int i = 0; i < m.n_layers; i++) ct_layer_forward(&m, i, B);
+            assert_int_equal(bn->normed, v && expect);
+            ct_cl_read(m.cl, bn->out, 0, 4, &first);
+            assert_int_equal(isnan(first) != 0, v && expect); /* its output: unwritten where the conv normalised */
+            ct_model_loss(&m, B);
+            if (train) ct_model_backward(&m, B, NULL, NULL);
+            loss[v] = (float)ct_model_read_results(&m, B, pred);
+            ct_cl_read(m.cl, last->out, 0, nl * 4, lg[v]);
+            ct_cl_read(m.cl, m.grads, 0, m.n_params * 4, gr[v]);
+        }
+        fprintf(stderr, "#   %s: loss %.9g and %.9g\n", train ? "training" : "evaluating", (double)loss[0], (double)loss[1]);
+        assert_memory_equal(lg[0], lg[1], nl * 4);
+        if (train) assert_memory_equal(gr[0], gr[1], m.n_params * 4);
+        assert_true(loss[0] == loss[1] && loss[0] > 0);
+    }
+    for (int v = 0; v < 2; v++) { free(lg[v]); free(gr[v]); }
+    free(poison);
+    ct_model_free(&m);
+}
+
+static void test_bn_norm_fused(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    check_bn_norm_fused(16, 16, "relu", "", 1);   /* resnet20's 16-channel blocks */
+    check_bn_norm_fused(32, 32, "relu", "", 1);   /* and its 32-channel ones */
+    check_bn_norm_fused(16, 32, "linear", "", 1); /* no activation */
+    check_bn_norm_fused(32, 48, "relu", "", 0);   /* a weight gradient wino_dw_fused does not take */
+    check_bn_norm_fused(8, 16, "relu", "", 0);    /* channels not in 16s */
+    check_bn_norm_fused(16, 16, "gelu", "", 0);   /* GELU: training keeps its derivative */
+    check_bn_norm_fused(16, 16, "relu", "[shortcut]\nfrom=-2\n", 0); /* the shortcut reads it too */
+}
+
 /* A GELU layer below grad_from (no backward: its parameters frozen, as cifar-fast's whitening layer
  * once its bias stops training) applies GELU in its own kernels (ct_fused_act) instead of writing the
  * pre-activation for act_fwd: the same outputs and logits, to the bit, as the split forward it runs
@@ -734,6 +818,7 @@ int main(void) {
         cmocka_unit_test(test_huge_batch_refused),
         cmocka_unit_test(test_end_to_end_adam),
         cmocka_unit_test(test_conv_pool_fused),
+        cmocka_unit_test(test_bn_norm_fused),
         cmocka_unit_test(test_frozen_gelu_fused),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);

@@ -400,6 +400,78 @@ static void test_bn_add_fused(void **state) {
     check_bn_add_fused(16, 0); /* another reader of the batch norm's output: no fusion */
 }
 
+/* The last add into a layer's gradient (a shortcut's backward_from) takes it through that layer's
+ * activation in the same kernel (shortcut_bwd_act) where the layer has that pass (ct_act_pass) and the
+ * add is the identity: the same operations as the add and then act_bwd. Against the same model with
+ * every such pass apart (act_apart): the logits, the loss and every parameter gradient to the bit.
+ * folds: how many passes per backward ran in an add. */
+static void check_act_folded(const char *text, int folds) {
+    enum { NB = 5 };
+    ct_model m;
+    assert_int_equal(ct_model_parse(&m, text, "act-fold.cfg"), 0);
+    int rc = ct_model_setup(&m, &g_cl, NB, CT_GEMM_NATIVE);
+    if (rc) fprintf(stderr, "# %s\n", ct_last_error());
+    assert_int_equal(rc, 0);
+    ct_model_init_weights(&m, 21);
+    ct_rng g = ct_rng_make(777, 0, 0);
+    uint8_t img[NB * 9 * 7 * 3];
+    int32_t lab[NB], pred[NB];
+    for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)ct_rng_below(&g, 256);
+    for (int b = 0; b < NB; b++) lab[b] = (int32_t)ct_rng_below(&g, 3);
+    float *gr[2], loss[2];
+    long done[2];
+    for (int v = 0; v < 2; v++) { /* 0: apart; 1: in the adds */
+        gr[v] = malloc(m.n_params * 4);
+        m.act_apart = !v;
+        m.act_folded = 0;
+        ct_model_set_batch(&m, img, lab, NB, 1.0f / 255.0f, 0.0f);
+        ct_model_zero_grad(&m);
+        ct_model_forward(&m, NB);
+        ct_model_loss(&m, NB);
+        ct_model_backward(&m, NB, NULL, NULL);
+        loss[v] = (float)ct_model_read_results(&m, NB, pred);
+        ct_cl_read(m.cl, m.grads, 0, m.n_params * 4, gr[v]);
+        done[v] = m.act_folded;
+    }
+    fprintf(stderr, "# %ld of the activation passes in an add (expected %d), loss %.9g and %.9g\n", done[1], folds,
+            (double)loss[0], (double)loss[1]);
+    assert_int_equal(done[0], 0);
+    assert_int_equal(done[1], folds);
+    assert_memory_equal(gr[0], gr[1], m.n_params * 4);
+    assert_true(loss[0] == loss[1] && loss[0] > 0);
+    for (int v = 0; v < 2; v++) free(gr[v]);
+    ct_model_free(&m);
+}
+
+static void test_act_folded(void **state) {
+    (void)state;
+    CT_NEED_CL();
+    /* two of resnet20's identity blocks: the second block's shortcut adds into the gradient of the first
+     * block's output and takes it through the first block's ReLU (a shortcut: its dx as well) */
+    const char *blocks = "[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=%d\nsize=3\npad=1\n"
+                         "[batchnorm]\nactivation=relu\n"
+                         "[conv]\nfilters=%d\nsize=3\npad=1\n[batchnorm]\nactivation=relu\n[conv]\nfilters=%d\nsize=3\npad=1\n"
+                         "[batchnorm]\n[shortcut]\nfrom=-5\nactivation=relu\n"
+                         "[conv]\nfilters=%d\nsize=3\npad=1\n[batchnorm]\nactivation=relu\n[conv]\nfilters=%d\nsize=3\npad=1\n"
+                         "[batchnorm]\n[shortcut]\nfrom=-5\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n";
+    char text[1024];
+    for (int ch = 16; ch >= 5; ch -= 11) { /* 16: a CPU's 16-wide path; 5: one channel a work-item */
+        snprintf(text, sizeof text, blocks, ch, ch, ch, ch, ch);
+        check_act_folded(text, 1);
+    }
+    /* a conv's ReLU and GELU (no dx of its own: the pass in place only); GELU's reads the kept input */
+    check_act_folded("[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=16\nsize=1\n"
+                     "[conv]\nfilters=16\nsize=1\nactivation=relu\n[conv]\nfilters=16\nsize=3\npad=1\n"
+                     "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n", 1);
+    check_act_folded("[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=16\nsize=1\n"
+                     "[conv]\nfilters=16\nsize=1\nactivation=gelu\n[conv]\nfilters=16\nsize=3\npad=1\n"
+                     "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n", 1);
+    /* subsampled (stride 2): the add touches a quarter of the gradient; the pass stays apart */
+    check_act_folded("[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=16\nsize=1\n"
+                     "[conv]\nfilters=16\nsize=1\nactivation=relu\n[conv]\nfilters=16\nsize=3\npad=1\nstride=2\n"
+                     "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n", 0);
+}
+
 static void test_parse(void **state) {
     (void)state;
     ct_model m;
@@ -488,6 +560,7 @@ int main(void) {
         cmocka_unit_test(test_device),
         cmocka_unit_test(test_device_projection),
         cmocka_unit_test(test_bn_add_fused),
+        cmocka_unit_test(test_act_folded),
         cmocka_unit_test(test_parse),
     };
     return cmocka_run_group_tests(tests, ct_test_open, ct_test_close);

@@ -75,6 +75,11 @@ typedef struct ct_needs {
     size_t kept;                /* bytes of per-layer buffers kept between forward and backward so far */
 } ct_needs;
 
+/* A layer's pass through its activation's gradient (ct_act_pass), as the sequencer runs it over the
+ * layer's gradient dy, in place: dy = act'(dy) at t (the layer's output, or its pre-activation where
+ * the gradient reads that), and with both (a dx_is_dy layer with a dx) also into dx2 */
+typedef struct ct_act_grad { cl_mem t, dx2; int act, both; } ct_act_grad;
+
 typedef struct ct_layer_ops {
     int type;                  /* its CT_L_* value (checked against its table slot) */
     const char *name, *alias;  /* section name, and a darknet alias or NULL */
@@ -113,8 +118,12 @@ typedef struct ct_layer_ops {
                                   L->dx only where that pass did not run (activation linear, or L->relu_next) */
     /* A layer reading a second, earlier output (L->from >= 0): add its
      * gradient w.r.t. that output into target [B, shape of layer from].
-     * Called by the sequencer once layer from+1 has written target. */
-    void (*backward_from)(ct_model *m, int i, cl_mem target, int B);
+     * Called by the sequencer once layer from+1 has written target. With
+     * ag (the last such add, where layer from has a pass through its
+     * activation's gradient: ct_act_pass) it may do that pass too, in the
+     * same kernel: it returns 1 when it did, and layer from's backward
+     * skips it; 0 otherwise. */
+    int (*backward_from)(ct_model *m, int i, cl_mem target, int B, const ct_act_grad *ag);
     /* What ct_model_summary prints after L's shape (conv: its algorithm); NULL: nothing */
     void (*summary)(const ct_layer *L, FILE *out);
     /* Initial parameters into p (the whole flat buffer); NULL: none */
@@ -172,6 +181,10 @@ static inline ct_bn_slices ct_bn_layout(const ct_layer *L) {
     ct_bn_slices s = {L->w_off, L->w_off + C, L->w_off + 2 * C, L->b_off, C};
     return s;
 }
+
+/* A batch norm's [mean, invstd] (2*C floats) from its last forward: what a conv that normalises the
+ * batch norm's input as it loads it (ct_layer.normed) reads */
+cl_mem ct_bn_stats(const ct_layer *L);
 
 /* shared by the layer files */
 static inline size_t ct_in_size(const ct_layer *L) { return (size_t)L->ih * L->iw * L->ic; }

@@ -87,6 +87,14 @@ typedef struct ct_layer {
                                    whole forward this layer's forward may write the shortcut's output (batch norm) */
     int added;                  /* its last forward did (add_next): the shortcut's has nothing to do; this layer's own
                                    out is stale */
+    int norm_next;              /* a [batchnorm] whose next layer, a fused Winograd conv, alone reads its output and
+                                   can normalise its input as it loads it (act not GELU; set by the conv's setup) */
+    int normed;                 /* its last forward did (norm_next, a whole forward): it computed its statistics and
+                                   wrote no output (out is stale); the conv's forward and weight gradient read this
+                                   layer's input and normalise it as bn_fwd would have */
+    int act_done;               /* set in a backward by the last add into its gradient (ct_layer_ops.backward_from with
+                                   ct_act_grad): its pass through the activation's gradient ran there; cleared by its
+                                   own backward, which skips the pass */
     cl_mem act_in;              /* the activation's input, kept by the forward for the backward when the
                                    activation's gradient reads it (GELU) and the layer does not recompute it */
     cl_mem own[4];              /* buffers its type's setup allocated for it (its file names them); the model releases them */
@@ -153,6 +161,9 @@ typedef struct ct_model {
     cl_mem inputs[2], labels2[2];   /* double-buffered input; input/labels point at one pair */
     int conv_algo;              /* CT_CONV_*, set before ct_model_setup (0: im2col everywhere) */
     int wino_unfused;           /* 1: F(4x4) always in separate kernels, never wino_fused (tests run both) */
+    int act_apart;              /* 1: every pass through an activation's gradient as its own act_bwd, never in the
+                                   last add into that gradient (ct_layer_ops.backward_from; tests run both) */
+    long act_folded;            /* how many such passes ran in an add so far */
     int wino_ft;                /* > 0: the fused Winograd kernels' tiles per work-item, not the device's (tests run both) */
     /* set before ct_model_setup, for `cltrain tune` (0 and NULL: the tuning database as written):
      * db_defaults 1: neither the database's GEMM choices nor its conv choices, the shipped defaults

@@ -288,9 +288,22 @@ void ct_model_loss(ct_model *m, int B) {
     ct_cl_run(m->cl, m->k_xent, "softmax_xent", 1, &gws, NULL);
 }
 
+/* layer i's pass through its activation's gradient (ct_act_pass): its arguments */
+static ct_act_grad act_grad_of(const ct_model *m, int i) {
+    const ct_layer *L = &m->layers[i];
+    int both = ct_layer_ops_of(L)->dx_is_dy && L->dx && i != m->grad_from;
+    return (ct_act_grad){.t = ct_activations[L->act].grad_reads_input ? L->act_in : L->out, .dx2 = both ? L->dx : NULL,
+                         .act = L->act, .both = both};
+}
+
 /* Layer i's dx is the gradient w.r.t. layer i-1's output. After layer i
  * has written it, every layer reading that output as a second input
  * (from == i-1) adds its share: input gradients overwrite, except there.
+ * The last of them may take the sum through layer i-1's activation in the
+ * same pass (backward_from with a ct_act_grad): resnet20's identity blocks,
+ * 7 memory passes of a block output's size per block down to 5 (with the
+ * batch norm's output left to the conv, resnet20's step 1.050x, 15 of 16
+ * pairs of bench train).
  * Below m->grad_from no parameter trains: those layers are skipped, and
  * layer grad_from computes its parameters' gradients without its dx. */
 void ct_layer_backward(ct_model *m, int i, int B) {
@@ -298,25 +311,38 @@ void ct_layer_backward(ct_model *m, int i, int B) {
     if (i < m->grad_from) return; /* frozen, and so is everything below */
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
     const ct_layer_ops *o = ct_layer_ops_of(L);
-    if (ct_act_pass(L)) {
+    if (ct_act_pass(L) && !L->act_done) {
         size_t n = (size_t)B * ct_out_size(L);
-        int vw = ct_channel_vw(m, (int)n), both = o->dx_is_dy && L->dx && i != m->grad_from;
+        int vw = ct_channel_vw(m, (int)n);
         size_t gws = n / (size_t)vw;
-        ct_kargs(m->k_act_bwd, dy, ct_activations[L->act].grad_reads_input ? L->act_in : L->out, L->act, (int)n, vw,
-                 both ? L->dx : dy, both);
+        ct_act_grad ag = act_grad_of(m, i);
+        ct_kargs(m->k_act_bwd, dy, ag.t, ag.act, (int)n, vw, ag.both ? ag.dx2 : dy, ag.both);
         ct_cl_run(m->cl, m->k_act_bwd, "act_bwd", 1, &gws, NULL);
     }
+    L->act_done = 0;
     cl_mem dx = L->dx;
     if (i == m->grad_from) L->dx = NULL; /* its parameters' gradients only: no layer below wants dx */
     o->backward(m, i, ct_layer_output(m, i - 1), dy, B);
     L->dx = dx;
     if (!L->dx || i == m->grad_from) return;
+    /* the adds of the layers reading layer i-1's output as well; the last may take the gradient through
+     * layer i-1's activation in the same pass (its backward then skips it) */
+    int last = -1;
     for (int s = i; s < m->n_layers; s++)
-        if (m->layers[s].from == i - 1 && ct_layer_ops_of(&m->layers[s])->backward_from)
-            ct_layer_ops_of(&m->layers[s])->backward_from(m, s, L->dx, B);
+        if (m->layers[s].from == i - 1 && ct_layer_ops_of(&m->layers[s])->backward_from) last = s;
+    for (int s = i; s <= last; s++)
+        if (m->layers[s].from == i - 1 && ct_layer_ops_of(&m->layers[s])->backward_from) {
+            int fold = s == last && !m->act_apart && i > 0 && i - 1 >= m->grad_from && ct_act_pass(&m->layers[i - 1]);
+            ct_act_grad ag = fold ? act_grad_of(m, i - 1) : (ct_act_grad){0};
+            if (ct_layer_ops_of(&m->layers[s])->backward_from(m, s, L->dx, B, fold ? &ag : NULL)) {
+                m->layers[i - 1].act_done = 1;
+                m->act_folded++;
+            }
+        }
 }
 
 void ct_model_backward(ct_model *m, int B, void (*on_layer_done)(void *ctx, int layer), void *ctx) {
+    for (int i = 0; i < m->n_layers; i++) m->layers[i].act_done = 0; /* (a backward left unfinished) */
     for (int i = m->n_layers - 1; i >= 0; i--) {
         if (B) ct_layer_backward(m, i, B);
         if (on_layer_done) on_layer_done(ctx, i);

@@ -78,6 +78,7 @@ static int setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     if (!rc) rc = ct_cl_alloc(m->cl, &SUMS_OF(L), 2 * (size_t)L->oc * sizeof(float), "batch-norm sums");
     if (!rc && L->act == CT_ACT_GELU) rc = ct_cl_alloc(m->cl, &DERIV_OF(L), rows * L->oc * sizeof(float), "batch-norm GELU derivative");
     KEPT(L) = 0;
+    L->norm_next = 0; /* (the conv after it may set it: its setup follows) */
     return rc;
 }
 
@@ -120,6 +121,9 @@ static void forward(ct_model *m, int i, cl_mem x, int B) {
     L->added = S != NULL;
     ct_kargs(k[FWD], S ? S->out : L->out, x, STATS_OF(L), m->params, (int)p.gamma, (int)p.beta, M, C, L->act, vw,
              KEPT(L) ? DERIV_OF(L) : L->out, KEPT(L), S ? ct_layer_output(m, S->from) : x, S != NULL, S ? S->act : 0);
+    /* the conv after it normalises as it loads (norm_next): nothing to write */
+    L->normed = L->norm_next && m->whole_pass && !KEPT(L) && !S;
+    if (L->normed) return;
     ct_cl_run(m->cl, k[FWD], "bn_fwd", 2, ge, NULL);
 }
 
@@ -140,6 +144,8 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
         ct_cl_run(m->cl, k[DX], "bn_bwd_dx", 2, ge, NULL);
     }
 }
+
+cl_mem ct_bn_stats(const ct_layer *L) { return STATS_OF(L); }
 
 /* gamma 1, running mean 0, running variance 1, beta 0 */
 static void init(const ct_layer *L, int i, float *w, uint64_t seed) {

@@ -137,17 +137,47 @@ static int dw_splits(const ct_model *m, int T, int *per) {
     return (T + *per - 1) / *per;
 }
 
+/* The [batchnorm] before L that wrote no output in the last forward (ct_layer.normed): L's forward and
+ * weight gradient read its input and normalise it as they load it. NULL when there is none. */
+static const ct_layer *normed_in(const ct_model *m, const ct_layer *L) {
+    int i = (int)(L - m->layers);
+    return i > 0 && m->layers[i - 1].normed ? &m->layers[i - 1] : NULL;
+}
+
+/* Whether a [batchnorm] right before L may leave its output to L (ct_layer.norm_next): L's forward
+ * and weight gradient are the fused kernels, which can normalise 16 channels at a time as they load */
+static int can_normalise(const ct_model *m, const ct_layer *L) {
+    int i = (int)(L - m->layers);
+    if (i < 1 || m->layers[i - 1].type != CT_L_BATCHNORM || m->layers[i - 1].act == CT_ACT_GELU) return 0;
+    return ct_next_reads_alone(m, i - 1) && !m->layers[i - 1].add_next && L->ic % 16 == 0 && fused(m, L, L->ic, L->oc) &&
+           dw_fused(m, L);
+}
+
+/* a fused kernel's norm arguments from index at: N's statistics and parameters, or none (x in their place) */
+static void norm_args(const ct_model *m, cl_kernel k, int at, const ct_layer *N, cl_mem x) {
+    ct_bn_slices p = N ? ct_bn_layout(N) : (ct_bn_slices){0};
+    CT_ARG(k, at, N != NULL);
+    CT_ARG(k, at + 1, N ? ct_bn_stats(N) : x);
+    CT_ARG(k, at + 2, m->params);
+    CT_ARG(k, at + 3, (int)p.gamma);
+    CT_ARG(k, at + 4, (int)p.beta);
+    CT_ARG(k, at + 5, N ? N->act : 0);
+}
+
 /* the fused kernel: y (OH x OW x kout) from x (H x W x cin) with U in ws3 (+ bias, act); with P, a 2x2
  * stride-2 [maxpool] after L (ct_layer.pool_next), P's output and maxima positions instead of y; with
- * Q, such a pool whose gradient is xq (the data gradient of dy_pooled), x made from xq and Q's positions */
+ * Q, such a pool whose gradient is xq (the data gradient of dy_pooled), x made from xq and Q's positions;
+ * with N, the batch norm before L that wrote no output (normed_in), x that batch norm's input */
 static void wino_fused(ct_model *m, const ct_layer *L, cl_mem y, cl_mem x, int has_bias, int act, int H, int W, int cin,
-                       int pad, int OH, int OW, int kout, int B, const ct_layer *P, const ct_layer *Q, cl_mem xq) {
+                       int pad, int OH, int OW, int kout, int B, const ct_layer *P, const ct_layer *Q, cl_mem xq,
+                       const ct_layer *N) {
     int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
     cl_kernel k = wk(m, L)->fused;
     int KB = fused_kb(cin, kout);
     ct_kargs(k, y, x, m->ws3, m->params, (int)L->b_off, has_bias, act, H, W, cin, pad, OH, OW, kout, TH, TW, T, KB,
              P != NULL, P ? P->out : y, P ? P->own[0] : y, P ? P->oh : 0, P ? P->ow : 0,
              Q != NULL, Q ? xq : x, Q ? Q->own[0] : x, Q ? Q->oh : 0, Q ? Q->ow : 0);
+    norm_args(m, k, 28, N, x);
     const int ft = wino_ft(m);
     size_t gws[2] = {(size_t)(T + ft - 1) / ft, (size_t)((kout + KB - 1) / KB)}, lws[2] = {1, 1};
     ct_cl_run(m->cl, k, "wino_fused", 2, gws, lws);
@@ -167,6 +197,7 @@ int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     size_t w1 = P * ct_max2(T * C, T2 * K), w2 = ct_max2(P * T * K + T * K, P * T2 * C);
     size_t w3 = P * ct_max2(C * ct_max2(u_ld(m, (int)K), R16(K)), K * ct_max2(u_ld(m, (int)C), R16(C))); /* U, its rows padded (u_ld), or packed in 16s */
     /* a fused weight gradient: its S partial dU and bias sums in ws; the bias gradient sums S rows, else T */
+    if (L > m->layers) L[-1].norm_next = can_normalise(m, L);
     int dwf = dw_fused(m, L), per, S = dw_splits(m, (int)T, &per);
     if (dwf) w1 = ct_max2(w1, (size_t)S * (P * C * K + K));
     if (w1 > n->ws) n->ws = w1;
@@ -285,8 +316,13 @@ void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
     L->pooled = P != NULL;
     L->dy_pooled = P && !dw_fused(m, L);
     wino_weights(m, L, 0);
+    const ct_layer *N = normed_in(m, L);
+    if (N) { /* the batch norm before wrote no output: its input, normalised as it loads */
+        CT_ASSERT(fused(m, L, L->ic, L->oc) && dw_fused(m, L));
+        x = ct_layer_output(m, (int)(N - m->layers) - 1);
+    }
     if (fused(m, L, L->ic, L->oc)) {
-        wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B, P, NULL, NULL);
+        wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B, P, NULL, NULL, N);
         return;
     }
     wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
@@ -329,11 +365,15 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
         CT_ASSERT(!L->dy_pooled);
         int per, S = dw_splits(m, T, &per);
         size_t P = (size_t)wn2(L) * C * K, gs = (size_t)S, one = 1;
+        const ct_layer *N = normed_in(m, L);
+        if (N) x = ct_layer_output(m, (int)(N - m->layers) - 1); /* (as the forward read it) */
         ct_kargs(w->dw_fused, m->ws, x, dy, L->ih, L->iw, C, L->pad, L->oh, L->ow, K, TH, TW, T, per, S);
+        norm_args(m, w->dw_fused, 15, N, x);
         ct_cl_run(m->cl, w->dw_fused, "wino_dw_fused", 1, &gs, &one);
         if (L->n_b) ct_layer_bias_grad(m, m->ws, (size_t)S * P, S, K, L->b_off);
         wino_dw_sum(m, L, m->ws, S);
     } else {
+        CT_ASSERT(!normed_in(m, L));
         wino_weight_grad(m, L, x, dy, B);
     }
     if (!L->dx) return;
@@ -341,7 +381,7 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
     cl_mem dyp;
     const ct_layer *P = pool_after(m, L, &dyp);
     if (fused(m, L, K, C)) {
-        wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B, NULL, P, dyp);
+        wino_fused(m, L, L->dx, dy, 0, 0, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, C, B, NULL, P, dyp, NULL);
         return;
     }
     if (P)

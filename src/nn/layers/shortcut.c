@@ -29,13 +29,13 @@ static const ct_key keys[] = {CT_KEY(from, CT_KEY_INT, -CT_MAX_LAYERS, CT_MAX_LA
                               CT_KEY(projection, CT_KEY_INT, 0, 1)};
 
 /* The type's state: shortcut.cl's kernels, and conv.cl's im2col for a strided projection's gather */
-static const char *const kernels[] = {"shortcut_fwd", "shortcut_bwd"}, *const conv_kernels[] = {"im2col"};
+static const char *const kernels[] = {"shortcut_fwd", "shortcut_bwd", "shortcut_bwd_act"}, *const conv_kernels[] = {"im2col"};
 typedef struct shortcut_kind { ct_kernels ks, conv; } shortcut_kind;
 
 static int build(ct_model *m, void **out) {
     shortcut_kind *k = ct_xcalloc(1, sizeof *k);
     *out = k;
-    int rc = ct_kernels_load(m, &k->ks, "shortcut.cl", "", kernels, 2);
+    int rc = ct_kernels_load(m, &k->ks, "shortcut.cl", "", kernels, 3);
     return rc ? rc : ct_kernels_load(m, &k->conv, "conv.cl", "", conv_kernels, 1);
 }
 
@@ -155,17 +155,27 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
     ct_layer_gemm_dw(m, L, col, dy, rows, sc);
 }
 
-/* target [B, sh, sw, sc] += the subsampled dy: channel-cut (option A) or through W^T (projection) */
-static void backward_from(ct_model *m, int i, cl_mem target, int B) {
+/* target [B, sh, sw, sc] += the subsampled dy: channel-cut (option A) or through W^T (projection).
+ * With ag, where target has dy's shape (the identity): also the pass through the activation of
+ * target's layer (ct_act_grad), in the same kernel (shortcut_bwd_act); returns 1 then. */
+static int backward_from(ct_model *m, int i, cl_mem target, int B, const ct_act_grad *ag) {
     ct_layer *L = &m->layers[i];
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
     int sh, sw, sc, n = B * L->oh * L->ow, C = L->oc;
     src_shape(m, L, &sh, &sw, &sc);
+    if (ag && !projects(L) && L->stride == 1 && sh == L->oh && sw == L->ow && sc == C) {
+        int vw = vec16(m, C, sc);
+        cl_kernel k = kind_of(m, L)->ks.k[2];
+        ct_kargs(k, target, dy, ag->t, ag->act, C, n, vw, ag->both ? ag->dx2 : target, ag->both);
+        size_t g2[2] = {(size_t)(C / vw), (size_t)n};
+        ct_cl_run(m->cl, k, "shortcut_bwd_act", 2, g2, NULL);
+        return 1;
+    }
     cl_mem from = dy;
     if (projects(L)) {
         if (L->stride == 1) { /* target += dy W^T, in place */
             ct_layer_gemm_dx(m, L, dy, n, sc, 1.0f, target);
-            return;
+            return 0;
         }
         /* dcol = dy W^T into ws [n, sc], then scattered as a sc-channel dy */
         ct_layer_gemm_dx(m, L, dy, n, sc, 0.0f, m->ws);
@@ -177,6 +187,7 @@ static void backward_from(ct_model *m, int i, cl_mem target, int B) {
     ct_kargs(k, target, from, L->oh, L->ow, C, sh, sw, sc, L->stride, n, vw);
     size_t g2[2] = {(size_t)(sc / vw), (size_t)n};
     ct_cl_run(m->cl, k, "shortcut_bwd", 2, g2, NULL);
+    return 0;
 }
 
 /* x + the earlier output, subsampled every stride-th pixel (Slice) and its
