@@ -50,23 +50,35 @@ __kernel void shortcut_bwd(__global float *ds, __global const float *dy, const i
     ds[o] += dy[(size_t)p * C + c];
 }
 
-/* shortcut_bwd into a gradient of dy's shape (S 1, SC = C), followed by the pass through the activation
- * of the layer whose output that gradient belongs to, as the sequencer's act_bwd (ops.cl) takes it:
- * ds = act'(ds + dy) at t (that layer's output, or its pre-activation where the gradient reads that), and
- * with both also into dx2. The same operations as shortcut_bwd then act_bwd, in one pass: resnet20's
- * identity blocks, whose block output (ReLU) the next block's conv and shortcut both read. gws = (C / vw, n) */
+/* shortcut_bwd followed by the pass through the activation of the layer whose output ds is the
+ * gradient of, as the sequencer's act_bwd (ops.cl) takes it: over every element of ds [B, SH, SW, SC]
+ * (not only those that receive a share), ds + its share of dy where it has one, then act'( ) at t (that
+ * layer's output, or its pre-activation where the gradient reads that) into ds, and with both into dx2
+ * as well. The same operations as shortcut_bwd then act_bwd, in one pass: resnet20's block outputs,
+ * which the next block's conv and shortcut both read. gws = (SC / vw, nq = B*SH*SW), vw as in
+ * shortcut_fwd. */
 __kernel void shortcut_bwd_act(__global float *ds, __global const float *dy, __global const float *t, const int act,
-                               const int C, const int n, const int vw, __global float *dx2, const int both) {
-    const int c = (int)get_global_id(0) * vw, p = (int)get_global_id(1);
-    if (c >= C || p >= n) return;
-    const size_t o = (size_t)p * C + c;
+                               const int H, const int W, const int C, const int SH, const int SW, const int SC,
+                               const int S, const int nq, const int vw, __global float *dx2, const int both) {
+    const int c = (int)get_global_id(0) * vw, q = (int)get_global_id(1);
+    if (c >= SC || q >= nq) return;
+    const size_t o = (size_t)q * SC + c;
+    int p = q; /* the pixel of dy whose share lands on q, or -1: every S-th (src_index's inverse) */
+    if (!(S == 1 && SH == H && SW == W)) {
+        const int xx = q % SW, r = q / SW, yy = r % SH, b = r / SH;
+        p = yy % S || xx % S || yy / S >= H || xx / S >= W ? -1 : (b * H + yy / S) * W + xx / S;
+    }
     if (vw == 16) {
-        const float16 g = vload16(0, ds + o) + vload16(0, dy + o), r = CT_ACT_BWD(float16, g, vload16(0, t + o), act);
+        float16 g = vload16(0, ds + o);
+        if (p >= 0) g += vload16(0, dy + (size_t)p * C + c);
+        const float16 r = CT_ACT_BWD(float16, g, vload16(0, t + o), act);
         vstore16(r, 0, ds + o);
         if (both) vstore16(r, 0, dx2 + o);
         return;
     }
-    const float g = ds[o] + dy[o], r = CT_ACT_BWD(float, g, t[o], act);
+    float g = ds[o];
+    if (p >= 0) g += dy[(size_t)p * C + c];
+    const float r = CT_ACT_BWD(float, g, t[o], act);
     ds[o] = r;
     if (both) dx2[o] = r;
 }

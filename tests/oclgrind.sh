@@ -54,7 +54,8 @@ EOF
 # class cpu); 2: 3x3 stride 1 with 16 outputs (Winograd fused under class cpu);
 # 4: shortcut of the same shape; 7: another, whose add into the gradient of
 # layer 4's output takes it through 4's ReLU (shortcut_bwd_act); 8: stride 2
-# (direct or im2col); 10: shortcut that subsamples and pads channels; 12: 3x3
+# (direct or im2col); 10: shortcut that subsamples and pads channels (its add
+# takes layer 7's ReLU gradient over all of it); 12: 3x3
 # with 12 outputs (Winograd unfused in both classes: the fused kernel wants
 # multiples of 16) and a batch norm over 12 channels (the 1-wide reduction;
 # multiples of 8 take the 8-wide one). 16: a dense layer with GELU (its

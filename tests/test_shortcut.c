@@ -466,10 +466,20 @@ static void test_act_folded(void **state) {
     check_act_folded("[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=16\nsize=1\n"
                      "[conv]\nfilters=16\nsize=1\nactivation=gelu\n[conv]\nfilters=16\nsize=3\npad=1\n"
                      "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n", 1);
-    /* subsampled (stride 2): the add touches a quarter of the gradient; the pass stays apart */
+    /* subsampled (stride 2, odd sizes: 9x7 to 5x4): the share lands on every other pixel, the pass
+     * covers all; with the channels padded (16 to 32, as resnet20's downsampling blocks; 5 to 8) */
+    const char *sub = "[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=%d\nsize=1\n"
+                      "[conv]\nfilters=%d\nsize=1\nactivation=relu\n[conv]\nfilters=%d\nsize=3\npad=1\nstride=2\n"
+                      "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n";
+    const int subs[3][2] = {{16, 16}, {16, 32}, {5, 8}};
+    for (int j = 0; j < 3; j++) {
+        snprintf(text, sizeof text, sub, subs[j][0], subs[j][0], subs[j][1]);
+        check_act_folded(text, 1);
+    }
+    /* a projection (a 1x1 conv on the shortcut): its share comes through a GEMM; the pass stays apart */
     check_act_folded("[net]\nheight=9\nwidth=7\nchannels=3\nclasses=3\n[conv]\nfilters=16\nsize=1\n"
-                     "[conv]\nfilters=16\nsize=1\nactivation=relu\n[conv]\nfilters=16\nsize=3\npad=1\nstride=2\n"
-                     "[shortcut]\nfrom=-2\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n", 0);
+                     "[conv]\nfilters=16\nsize=1\nactivation=relu\n[conv]\nfilters=32\nsize=3\npad=1\nstride=2\n"
+                     "[shortcut]\nfrom=-2\nprojection=1\nactivation=relu\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n", 0);
 }
 
 static void test_parse(void **state) {

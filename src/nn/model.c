@@ -300,10 +300,11 @@ static ct_act_grad act_grad_of(const ct_model *m, int i) {
  * has written it, every layer reading that output as a second input
  * (from == i-1) adds its share: input gradients overwrite, except there.
  * The last of them may take the sum through layer i-1's activation in the
- * same pass (backward_from with a ct_act_grad): resnet20's identity blocks,
- * 7 memory passes of a block output's size per block down to 5 (with the
- * batch norm's output left to the conv, resnet20's step 1.050x, 15 of 16
- * pairs of bench train).
+ * same pass (backward_from with a ct_act_grad): resnet20's block outputs,
+ * 7 memory passes of a block output's size per identity block down to 5
+ * (with the batch norm's output left to the conv, resnet20's step 1.050x,
+ * 15 of 16 pairs of bench train; the downsampling blocks' too, 1.028x
+ * more, 14 of 16).
  * Below m->grad_from no parameter trains: those layers are skipped, and
  * layer grad_from computes its parameters' gradients without its dx. */
 void ct_layer_backward(ct_model *m, int i, int B) {

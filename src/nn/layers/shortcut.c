@@ -156,18 +156,19 @@ static void backward(ct_model *m, int i, cl_mem x, cl_mem dy, int B) {
 }
 
 /* target [B, sh, sw, sc] += the subsampled dy: channel-cut (option A) or through W^T (projection).
- * With ag, where target has dy's shape (the identity): also the pass through the activation of
- * target's layer (ct_act_grad), in the same kernel (shortcut_bwd_act); returns 1 then. */
+ * With ag, but for a projection: also the pass through the activation of target's layer
+ * (ct_act_grad), in the same kernel over all of target (shortcut_bwd_act); returns 1 then. */
 static int backward_from(ct_model *m, int i, cl_mem target, int B, const ct_act_grad *ag) {
     ct_layer *L = &m->layers[i];
     cl_mem dy = i == m->n_layers - 1 ? m->dlogits : m->layers[i + 1].dx;
     int sh, sw, sc, n = B * L->oh * L->ow, C = L->oc;
     src_shape(m, L, &sh, &sw, &sc);
-    if (ag && !projects(L) && L->stride == 1 && sh == L->oh && sw == L->ow && sc == C) {
-        int vw = vec16(m, C, sc);
+    if (ag && !projects(L)) {
+        int vw = vec16(m, C, sc), nq = B * sh * sw;
         cl_kernel k = kind_of(m, L)->ks.k[2];
-        ct_kargs(k, target, dy, ag->t, ag->act, C, n, vw, ag->both ? ag->dx2 : target, ag->both);
-        size_t g2[2] = {(size_t)(C / vw), (size_t)n};
+        ct_kargs(k, target, dy, ag->t, ag->act, L->oh, L->ow, C, sh, sw, sc, L->stride, nq, vw, ag->both ? ag->dx2 : target,
+                 ag->both);
+        size_t g2[2] = {(size_t)(sc / vw), (size_t)nq};
         ct_cl_run(m->cl, k, "shortcut_bwd_act", 2, g2, NULL);
         return 1;
     }
