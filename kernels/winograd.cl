@@ -113,20 +113,22 @@
 /* the three passes of the column transform, each making two rows that
  * ROW(ST, r, row) turns and stores (wino_in and wino_fused, which store them
  * to different places) */
-#define IN_PASSES(VT, LD, ROW, ST)                                                                       \
+#define IN_PASSES(VT, LD, ROW, ST) IN_PASSES_BY(RX, VT, LD, ROW, ST)
+/* IN_PASSES with each input read by RXM(VT, LD, i, j) */
+#define IN_PASSES_BY(RXM, VT, LD, ROW, ST)                                                              \
     _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
-        u[j] = 4.0f * RX(VT, LD, 0, j) - 5.0f * RX(VT, LD, 2, j) + RX(VT, LD, 4, j);                     \
-        w[j] = 4.0f * RX(VT, LD, 1, j) - 5.0f * RX(VT, LD, 3, j) + RX(VT, LD, 5, j);                     \
+        u[j] = 4.0f * RXM(VT, LD, 0, j) - 5.0f * RXM(VT, LD, 2, j) + RXM(VT, LD, 4, j);                     \
+        w[j] = 4.0f * RXM(VT, LD, 1, j) - 5.0f * RXM(VT, LD, 3, j) + RXM(VT, LD, 5, j);                     \
     }                                                                                                    \
     ROW(ST, 0, u) ROW(ST, 5, w)                                                                          \
     _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
-        const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
+        const VT d1 = RXM(VT, LD, 1, j), d2 = RXM(VT, LD, 2, j), d3 = RXM(VT, LD, 3, j), d4 = RXM(VT, LD, 4, j); \
         u[j] = (d3 + d4) - 4.0f * (d1 + d2);                                                             \
         w[j] = (d4 - d3) + 4.0f * (d1 - d2);                                                             \
     }                                                                                                    \
     ROW(ST, 1, u) ROW(ST, 2, w)                                                                          \
     _Pragma("unroll") for (int j = 0; j < WN; j++) {                                                     \
-        const VT d1 = RX(VT, LD, 1, j), d2 = RX(VT, LD, 2, j), d3 = RX(VT, LD, 3, j), d4 = RX(VT, LD, 4, j); \
+        const VT d1 = RXM(VT, LD, 1, j), d2 = RXM(VT, LD, 2, j), d3 = RXM(VT, LD, 3, j), d4 = RXM(VT, LD, 4, j); \
         u[j] = (d4 - d2) + 2.0f * (d3 - d1);                                                             \
         w[j] = (d4 - d2) - 2.0f * (d3 - d1);                                                             \
     }                                                                                                    \
@@ -156,6 +158,30 @@
         t_[4][j] = (d4 - d2) - 2.0f * (d3 - d1);                                                         \
     }                                                                                                    \
     _Pragma("unroll") for (int r = 0; r < WN; r++) { ROW(ST, r, t_[r]) }
+/* norm = 1 (x is the input of a [batchnorm] that wrote no output: ct_layer.normed; C a multiple of 16):
+ * each input as that batch norm's bn_fwd (bn.cl) would have written it, act(gamma (x - mean) invstd +
+ * beta), with mean and invstd at nstats[c] and nstats[C + c], gamma and beta at nparams[ngoff + c] and
+ * nparams[nboff + c]; the padding stays zero. The same operations as bn_fwd, not contracted: the
+ * values are bn_fwd's to the bit. The batch norm's pass over its output goes (resnet20's six 16- and
+ * 32-channel inner batch norms: its step 1.015x, 11 of 16 interleaved pairs of bench train). */
+#pragma OPENCL FP_CONTRACT OFF
+static inline float16 bn_norm16(const float16 v, const float16 g, const float16 mu, const float16 is, const float16 bt,
+                                const int act) {
+    const float16 z = g * (v - mu) * is + bt;
+    return CT_ACT(float16, z, act);
+}
+#pragma OPENCL FP_CONTRACT ON
+#define RXN(VT, LD, i, j) (rok[i] && cok[j] ? bn_norm16(LD(px + ((size_t)(i) * W + (j)) * C), ng, nm, ns, nb, nact) : (VT)(0.0f))
+/* wino_in with norm (a batch norm's input, normalised as it loads: see bn_norm16), 16 channels at a time */
+#define WINO_IN_NORM                                                                                     \
+    for (; c + 16 <= C; c += 16) {                                                                       \
+        __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
+        __global float *pv = V + o + c;                                                                  \
+        const float16 ng = vload16(0, nparams + ngoff + c), nm = vload16(0, nstats + c);                 \
+        const float16 ns = vload16(0, nstats + C + c), nb = vload16(0, nparams + nboff + c);             \
+        float16 u[WN], w[WN], v[WN];                                                                     \
+        IN_PASSES_BY(RXN, float16, LD16, IN_ROW, ST16)                                                   \
+    }
 #define WINO_IN(VT, LD, ST, VW)                                                                          \
     for (; c + VW <= C; c += VW) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
@@ -181,7 +207,9 @@
 
 /* gws = (T): V = B^T d B for one tile, every channel */
 __kernel void wino_in(__global float *V, __global const float *x, const int H, const int W, const int C,
-                      const int pad, const int TH, const int TW, const int T) {
+                      const int pad, const int TH, const int TW, const int T, const int norm,
+                      __global const float *nstats, __global const float *nparams, const int ngoff, const int nboff,
+                      const int nact) {
     const int t = (int)get_global_id(0);
     if (t >= T) return;
     TILE_OF(t);
@@ -195,6 +223,12 @@ __kernel void wino_in(__global float *V, __global const float *x, const int H, c
     }
 #endif
     int c = 0;
+#if WINO_M == 4
+    if (norm) {
+        WINO_IN_NORM
+        return;
+    }
+#endif
     WIDE(WINO_IN)
     WINO_IN(float8, LD8, ST8, 8)
     WINO_IN(float, LD1, ST1, 1)
@@ -601,20 +635,6 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
         VT vv[WN];                                                                                       \
         IN_ONCE(VT, LD, FIN_ROW, VST)                                                                    \
     }
-/* norm = 1 (x is the input of a [batchnorm] that wrote no output: ct_layer.normed; C a multiple of 16):
- * each input as that batch norm's bn_fwd (bn.cl) would have written it, act(gamma (x - mean) invstd +
- * beta), with mean and invstd at nstats[c] and nstats[C + c], gamma and beta at nparams[ngoff + c] and
- * nparams[nboff + c]; the padding stays zero. The same operations as bn_fwd, not contracted: the
- * values are bn_fwd's to the bit. The batch norm's pass over its output goes (resnet20's six 16- and
- * 32-channel inner batch norms: its step 1.015x, 11 of 16 interleaved pairs of bench train). */
-#pragma OPENCL FP_CONTRACT OFF
-static inline float16 bn_norm16(const float16 v, const float16 g, const float16 mu, const float16 is, const float16 bt,
-                                const int act) {
-    const float16 z = g * (v - mu) * is + bt;
-    return CT_ACT(float16, z, act);
-}
-#pragma OPENCL FP_CONTRACT ON
-#define RXN(VT, LD, i, j) (rok[i] && cok[j] ? bn_norm16(LD(px + ((size_t)(i) * W + (j)) * C), ng, nm, ns, nb, nact) : (VT)(0.0f))
 #define FUSED_IN_NORM                                                                                    \
     for (; c + 16 <= C; c += 16) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \

@@ -180,8 +180,9 @@ printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n[conv]\nfilters=80\nsiz
 data=(images "$tmp/set" --size 8 --model "$tmp/pool.cfg")
 run cpu-pool-fused cpu -- --conv winograd4
 # class cpu, batch norms whose output a fused Winograd conv alone reads: the conv's forward and weight
-# gradient read the batch norm's input and normalise it as they load (wino_fused's and wino_dw_fused's norm)
-printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n[conv]\nfilters=16\nsize=3\npad=1\n[batchnorm]\nactivation=relu\n[conv]\nfilters=32\nsize=3\npad=1\n[batchnorm]\n[conv]\nfilters=16\nsize=3\npad=1\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n' >"$tmp/norm.cfg"
+# gradient read the batch norm's input and normalise it as they load (wino_fused's norm; the weight
+# gradient 16 -> 32 through wino_dw_fused's, 32 -> 48 through wino_in's)
+printf '[net]\nheight=8\nwidth=8\nchannels=3\nclasses=3\n[conv]\nfilters=16\nsize=3\npad=1\n[batchnorm]\nactivation=relu\n[conv]\nfilters=32\nsize=3\npad=1\n[batchnorm]\n[conv]\nfilters=48\nsize=3\npad=1\n[avgpool]\n[dense]\noutputs=3\n[softmax]\n' >"$tmp/norm.cfg"
 data=(images "$tmp/set" --size 8 --model "$tmp/norm.cfg")
 run cpu-bn-norm cpu -- --conv winograd4
 # class cpu, the direct kernel with outputs in 8s, not 16s (rows not 64-byte aligned, a half vector

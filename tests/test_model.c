@@ -678,13 +678,13 @@ static void test_conv_pool_fused(void **state) {
 
 /* conv, [batchnorm] with an activation, then a fused Winograd conv that alone reads the batch norm's
  * output (ct_layer.norm_next): in a whole forward the batch norm computes its statistics and writes no
- * output, and the conv's forward (wino_fused) and weight gradient (wino_dw_fused) read the batch norm's
- * input and normalise it as they load, with bn_fwd's operations. Against the same model layer by layer
+ * output, and the conv's forward (wino_fused) and weight gradient (wino_dw_fused, or wino_in's tiles)
+ * read the batch norm's input and normalise it as they load, with bn_fwd's operations. Against the same model layer by layer
  * (bn_fwd writes the output, the conv reads it): the logits, the loss and every parameter gradient
  * equal to the bit, training and evaluating (the running statistics). gamma and beta are random, so
  * that a normalised zero is not zero: the padding must stay zero. Odd sizes: tiles cut at the edges.
- * expect 0: the fusion must not happen (GELU, channels not in 16s, a weight gradient not fused, or a
- * second reader of the batch norm's output). */
+ * expect 0: the fusion must not happen (GELU, channels not in 16s, a forward not fused, or a second
+ * reader of the batch norm's output). */
 static void check_bn_norm_fused(int C1, int K2, const char *act, const char *extra, int expect) {
     enum { B = 5 };
     char cfg[768];
@@ -707,7 +707,7 @@ static void check_bn_norm_fused(int C1, int K2, const char *act, const char *ext
     assert_int_equal(bn->norm_next, expect);
     ct_rng g = ct_rng_make(909, 0, 0);
     ct_bn_slices sl = ct_bn_layout(bn);
-    float gb[2][64];
+    float gb[2][80];
     for (int c = 0; c < C1; c++) gb[0][c] = 0.5f + ct_rng_uniform(&g), gb[1][c] = ct_rng_uniform(&g) - 0.5f;
     ct_cl_write(m.cl, m.params, sl.gamma * 4, (size_t)C1 * 4, gb[0]);
     ct_cl_write(m.cl, m.params, sl.beta * 4, (size_t)C1 * 4, gb[1]);
@@ -754,7 +754,9 @@ static void test_bn_norm_fused(void **state) {
     check_bn_norm_fused(16, 16, "relu", "", 1);   /* resnet20's 16-channel blocks */
     check_bn_norm_fused(32, 32, "relu", "", 1);   /* and its 32-channel ones */
     check_bn_norm_fused(16, 32, "linear", "", 1); /* no activation */
-    check_bn_norm_fused(32, 48, "relu", "", 0);   /* a weight gradient wino_dw_fused does not take */
+    check_bn_norm_fused(32, 48, "relu", "", 1);   /* the weight gradient through wino_in (more than wino_dw_fused takes) */
+    check_bn_norm_fused(64, 64, "relu", "", 1);   /* resnet20's 64-channel blocks: the same */
+    check_bn_norm_fused(80, 16, "relu", "", 0);   /* a forward wino_fused does not take (80 inputs) */
     check_bn_norm_fused(8, 16, "relu", "", 0);    /* channels not in 16s */
     check_bn_norm_fused(16, 16, "gelu", "", 0);   /* GELU: training keeps its derivative */
     check_bn_norm_fused(16, 16, "relu", "[shortcut]\nfrom=-2\n", 0); /* the shortcut reads it too */

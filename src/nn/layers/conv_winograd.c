@@ -144,13 +144,13 @@ static const ct_layer *normed_in(const ct_model *m, const ct_layer *L) {
     return i > 0 && m->layers[i - 1].normed ? &m->layers[i - 1] : NULL;
 }
 
-/* Whether a [batchnorm] right before L may leave its output to L (ct_layer.norm_next): L's forward
- * and weight gradient are the fused kernels, which can normalise 16 channels at a time as they load */
+/* Whether a [batchnorm] right before L may leave its output to L (ct_layer.norm_next): L's forward is
+ * wino_fused and its weight gradient wino_dw_fused or wino_in (a fused forward keeps no V), which
+ * normalise 16 channels at a time as they load */
 static int can_normalise(const ct_model *m, const ct_layer *L) {
     int i = (int)(L - m->layers);
     if (i < 1 || m->layers[i - 1].type != CT_L_BATCHNORM || m->layers[i - 1].act == CT_ACT_GELU) return 0;
-    return ct_next_reads_alone(m, i - 1) && !m->layers[i - 1].add_next && L->ic % 16 == 0 && fused(m, L, L->ic, L->oc) &&
-           dw_fused(m, L);
+    return ct_next_reads_alone(m, i - 1) && !m->layers[i - 1].add_next && L->ic % 16 == 0 && fused(m, L, L->ic, L->oc);
 }
 
 /* a fused kernel's norm arguments from index at: N's statistics and parameters, or none (x in their place) */
@@ -221,12 +221,14 @@ int ct_conv_wino_setup(ct_model *m, ct_layer *L, int batch, ct_needs *n) {
     return ct_gemm_reserve_batched(&m->gemm, np, 0, 0, (int)T2, L->ic, L->oc);                /* data gradient */
 }
 
-/* V [n*n][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into V */
+/* V [n*n][T][C] of x's tiles (pad pad; the tile grid of an oh x ow output) into V; with N, x the input
+ * of that batch norm, normalised as it loads (normed_in) */
 static void wino_in(ct_model *m, const ct_layer *L, cl_mem V, cl_mem x, int H, int W, int C, int pad, int OH, int OW,
-                    int B) {
+                    int B, const ct_layer *N) {
     int TH = tiles_side(OH, CT_CONV_WINO(L)), TW = tiles_side(OW, CT_CONV_WINO(L)), T = B * TH * TW;
     cl_kernel k = wk(m, L)->in;
     ct_kargs(k, V, x, H, W, C, pad, TH, TW, T);
+    norm_args(m, k, 9, N, x);
     size_t gws = (size_t)T;
     ct_cl_run(m->cl, k, "wino_in", 1, &gws, &tile_lws);
 }
@@ -318,14 +320,14 @@ void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
     wino_weights(m, L, 0);
     const ct_layer *N = normed_in(m, L);
     if (N) { /* the batch norm before wrote no output: its input, normalised as it loads */
-        CT_ASSERT(fused(m, L, L->ic, L->oc) && dw_fused(m, L));
+        CT_ASSERT(fused(m, L, L->ic, L->oc) && !CT_CONV_KEPT(L));
         x = ct_layer_output(m, (int)(N - m->layers) - 1);
     }
     if (fused(m, L, L->ic, L->oc)) {
         wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B, P, NULL, NULL, N);
         return;
     }
-    wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B);
+    wino_in(m, L, V, x, L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, B, NULL);
     wino_gemms(m, L, V, (int)tiles_out(L, B), L->oc, L->ic);
     wino_out(m, L, L->out, L->n_b != 0, ct_fused_act(m, L), L->oh, L->ow, L->oc, B, P);
 }
@@ -337,7 +339,10 @@ static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy
     int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, CT_CONV_WINO(L)), TW = tiles_side(L->ow, CT_CONV_WINO(L)), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
     cl_mem V = CT_CONV_KEPT(L);
-    if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B);
+    const ct_layer *N = normed_in(m, L);
+    CT_ASSERT(!(V && N)); /* (a forward that normalised as it loaded, wino_fused, keeps no V) */
+    if (N) x = ct_layer_output(m, (int)(N - m->layers) - 1);
+    if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B, N);
     size_t zs = (size_t)wn2(L) * T * K; /* the tile sums of dy follow Z in ws2 */
     size_t gws = (size_t)T;
     cl_mem dyp;
@@ -373,7 +378,6 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
         if (L->n_b) ct_layer_bias_grad(m, m->ws, (size_t)S * P, S, K, L->b_off);
         wino_dw_sum(m, L, m->ws, S);
     } else {
-        CT_ASSERT(!normed_in(m, L));
         wino_weight_grad(m, L, x, dy, B);
     }
     if (!L->dx) return;
@@ -387,7 +391,7 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
     if (P)
         wino_in_pooled(m, L, m->ws, P, dyp, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
     else
-        wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B);
+        wino_in(m, L, m->ws, dy, L->oh, L->ow, K, 2 - L->pad, L->ih, L->iw, B, NULL);
     wino_gemms(m, L, m->ws, (int)tiles_in(L, B), C, K);
     wino_out(m, L, L->dx, 0, 0, L->ih, L->iw, C, B, NULL);
 }
