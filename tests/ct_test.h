@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "cltrain/cl.h"
+#include "cltrain/model.h"
 
 static ct_cl g_cl;
 static int g_have_cl;
@@ -80,6 +81,14 @@ static inline cl_mem ct_test_nanbuf(size_t n) {
 }
 
 /* Compare got against want: |got - want| <= atol + rtol * |want| everywhere (NaN fails). */
+/* A model's forward, whole (ct_model_forward: the fusions across layers) or each layer by itself (its
+ * own kernels): the tests of those fusions compare the two */
+static inline void ct_test_forward(ct_model *m, int B, int whole) {
+    if (whole) ct_model_forward(m, B);
+    else
+        for (int i = 0; i < m->n_layers; i++) ct_layer_forward(m, i, B);
+}
+
 static inline int ct_compare(const char *what, const float *got, const float *want, size_t n, double rtol, double atol) {
     double max_abs = 0, max_rel = 0;
     size_t bad = 0;

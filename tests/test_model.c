@@ -618,9 +618,7 @@ static void check_conv_pool_fused(const char *cfg, int C0, int dy_pooled) {
         ct_model_set_batch(&m, img, lab, B, 1.0f / 255.0f, 0.0f);
         ct_model_zero_grad(&m);
         ct_cl_write(m.cl, c->out, 0, nc * 4, cy);
-        if (v) ct_model_forward(&m, B);
-        else
-            for (int i = 0; i < m.n_layers; i++) ct_layer_forward(&m, i, B);
+        ct_test_forward(&m, B, v);
         ct_model_loss(&m, B);
         ct_model_backward(&m, B, NULL, NULL);
         loss[v] = (float)ct_model_read_results(&m, B, pred);
@@ -726,9 +724,7 @@ static void check_bn_norm_fused(int C1, int K2, const char *act, const char *ext
             ct_model_set_batch(&m, img, lab, B, 1.0f / 255.0f, 0.0f);
             ct_model_zero_grad(&m);
             ct_cl_write(m.cl, bn->out, 0, ny * 4, poison);
-            if (v) ct_model_forward(&m, B);
-            else
-                for (int i = 0; i < m.n_layers; i++) ct_layer_forward(&m, i, B);
+            ct_test_forward(&m, B, v);
             assert_int_equal(bn->normed, v && expect);
             ct_cl_read(m.cl, bn->out, 0, 4, &first);
             assert_int_equal(isnan(first) != 0, v && expect); /* its output: unwritten where the conv normalised */

@@ -366,9 +366,7 @@ static void check_bn_add_fused(int C0, int fuse) {
             ct_model_zero_grad(&m);
             ct_cl_write(m.cl, bn->out, 0, ny * 4, poison);
             ct_cl_write(m.cl, sc->out, 0, ny * 4, poison);
-            if (v) ct_model_forward(&m, NB);
-            else
-                for (int i = 0; i < m.n_layers; i++) ct_layer_forward(&m, i, NB);
+            ct_test_forward(&m, NB, v);
             assert_int_equal(bn->added, v && fuse);
             ct_cl_read(m.cl, bn->out, 0, 4, &first);
             assert_int_equal(isnan(first) != 0, v && fuse); /* its own output: stale where it added */

@@ -288,6 +288,11 @@ void ct_model_loss(ct_model *m, int B) {
     ct_cl_run(m->cl, m->k_xent, "softmax_xent", 1, &gws, NULL);
 }
 
+/* whether layer s reads layer j's output as a second input and adds its gradient w.r.t. it */
+static int adds_into(const ct_model *m, int s, int j) {
+    return m->layers[s].from == j && ct_layer_ops_of(&m->layers[s])->backward_from;
+}
+
 /* layer i's pass through its activation's gradient (ct_act_pass): its arguments */
 static ct_act_grad act_grad_of(const ct_model *m, int i) {
     const ct_layer *L = &m->layers[i];
@@ -330,9 +335,9 @@ void ct_layer_backward(ct_model *m, int i, int B) {
      * layer i-1's activation in the same pass (its backward then skips it) */
     int last = -1;
     for (int s = i; s < m->n_layers; s++)
-        if (m->layers[s].from == i - 1 && ct_layer_ops_of(&m->layers[s])->backward_from) last = s;
+        if (adds_into(m, s, i - 1)) last = s;
     for (int s = i; s <= last; s++)
-        if (m->layers[s].from == i - 1 && ct_layer_ops_of(&m->layers[s])->backward_from) {
+        if (adds_into(m, s, i - 1)) {
             int fold = s == last && !m->act_apart && i > 0 && i - 1 >= m->grad_from && ct_act_pass(&m->layers[i - 1]);
             ct_act_grad ag = fold ? act_grad_of(m, i - 1) : (ct_act_grad){0};
             if (ct_layer_ops_of(&m->layers[s])->backward_from(m, s, L->dx, B, fold ? &ag : NULL)) {

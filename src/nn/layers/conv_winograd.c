@@ -137,11 +137,14 @@ static int dw_splits(const ct_model *m, int T, int *per) {
     return (T + *per - 1) / *per;
 }
 
-/* The [batchnorm] before L that wrote no output in the last forward (ct_layer.normed): L's forward and
- * weight gradient read its input and normalise it as they load it. NULL when there is none. */
-static const ct_layer *normed_in(const ct_model *m, const ct_layer *L) {
+/* The [batchnorm] before L that wrote no output in the last forward (ct_layer.normed), and *x then its
+ * input: L's forward and weight gradient read that and normalise it as they load it. NULL (and *x
+ * unchanged) when there is none. */
+static const ct_layer *normed_in(const ct_model *m, const ct_layer *L, cl_mem *x) {
     int i = (int)(L - m->layers);
-    return i > 0 && m->layers[i - 1].normed ? &m->layers[i - 1] : NULL;
+    if (i < 1 || !m->layers[i - 1].normed) return NULL;
+    *x = ct_layer_output(m, i - 2);
+    return &m->layers[i - 1];
 }
 
 /* Whether a [batchnorm] right before L may leave its output to L (ct_layer.norm_next): L's forward is
@@ -318,11 +321,8 @@ void ct_conv_wino_forward(ct_model *m, ct_layer *L, cl_mem x, int B) {
     L->pooled = P != NULL;
     L->dy_pooled = P && !dw_fused(m, L);
     wino_weights(m, L, 0);
-    const ct_layer *N = normed_in(m, L);
-    if (N) { /* the batch norm before wrote no output: its input, normalised as it loads */
-        CT_ASSERT(fused(m, L, L->ic, L->oc) && !CT_CONV_KEPT(L));
-        x = ct_layer_output(m, (int)(N - m->layers) - 1);
-    }
+    const ct_layer *N = normed_in(m, L, &x); /* the batch norm before wrote no output: its input, normalised as it loads */
+    CT_ASSERT(!N || (fused(m, L, L->ic, L->oc) && !CT_CONV_KEPT(L)));
     if (fused(m, L, L->ic, L->oc)) {
         wino_fused(m, L, L->out, x, L->n_b != 0, ct_fused_act(m, L), L->ih, L->iw, L->ic, L->pad, L->oh, L->ow, L->oc, B, P, NULL, NULL, N);
         return;
@@ -339,9 +339,8 @@ static void wino_weight_grad(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy
     int T = (int)tiles_out(L, B), TH = tiles_side(L->oh, CT_CONV_WINO(L)), TW = tiles_side(L->ow, CT_CONV_WINO(L)), C = L->ic, K = L->oc;
     const struct ct_wino_kernels *w = wk(m, L);
     cl_mem V = CT_CONV_KEPT(L);
-    const ct_layer *N = normed_in(m, L);
+    const ct_layer *N = normed_in(m, L, &x);
     CT_ASSERT(!(V && N)); /* (a forward that normalised as it loaded, wino_fused, keeps no V) */
-    if (N) x = ct_layer_output(m, (int)(N - m->layers) - 1);
     if (!V) wino_in(m, L, V = m->ws, x, L->ih, L->iw, C, L->pad, L->oh, L->ow, B, N);
     size_t zs = (size_t)wn2(L) * T * K; /* the tile sums of dy follow Z in ws2 */
     size_t gws = (size_t)T;
@@ -370,8 +369,7 @@ void ct_conv_wino_backward(ct_model *m, const ct_layer *L, cl_mem x, cl_mem dy, 
         CT_ASSERT(!L->dy_pooled);
         int per, S = dw_splits(m, T, &per);
         size_t P = (size_t)wn2(L) * C * K, gs = (size_t)S, one = 1;
-        const ct_layer *N = normed_in(m, L);
-        if (N) x = ct_layer_output(m, (int)(N - m->layers) - 1); /* (as the forward read it) */
+        const ct_layer *N = normed_in(m, L, &x); /* (as the forward read it) */
         ct_kargs(w->dw_fused, m->ws, x, dy, L->ih, L->iw, C, L->pad, L->oh, L->ow, K, TH, TW, T, per, S);
         norm_args(m, w->dw_fused, 15, N, x);
         ct_cl_run(m->cl, w->dw_fused, "wino_dw_fused", 1, &gs, &one);
