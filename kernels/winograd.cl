@@ -171,14 +171,17 @@ static inline float16 bn_norm16(const float16 v, const float16 g, const float16 
     return CT_ACT(float16, z, act);
 }
 #pragma OPENCL FP_CONTRACT ON
+/* channels c..c+15's gamma, mean, invstd and beta for RXN */
+#define NORM_VECS                                                                                        \
+    const float16 ng = vload16(0, nparams + ngoff + c), nm = vload16(0, nstats + c);                     \
+    const float16 ns = vload16(0, nstats + C + c), nb = vload16(0, nparams + nboff + c);
 #define RXN(VT, LD, i, j) (rok[i] && cok[j] ? bn_norm16(LD(px + ((size_t)(i) * W + (j)) * C), ng, nm, ns, nb, nact) : (VT)(0.0f))
 /* wino_in with norm (a batch norm's input, normalised as it loads: see bn_norm16), 16 channels at a time */
 #define WINO_IN_NORM                                                                                     \
     for (; c + 16 <= C; c += 16) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
         __global float *pv = V + o + c;                                                                  \
-        const float16 ng = vload16(0, nparams + ngoff + c), nm = vload16(0, nstats + c);                 \
-        const float16 ns = vload16(0, nstats + C + c), nb = vload16(0, nparams + nboff + c);             \
+        NORM_VECS                                                                                        \
         float16 u[WN], w[WN], v[WN];                                                                     \
         IN_PASSES_BY(RXN, float16, LD16, IN_ROW, ST16)                                                   \
     }
@@ -638,8 +641,7 @@ WINO_DW(wino_dw16, float16, LD16, ST16, 16)
 #define FUSED_IN_NORM                                                                                    \
     for (; c + 16 <= C; c += 16) {                                                                       \
         __global const float *px = x + (((size_t)b * H + y0) * W + x0) * C + c;                          \
-        const float16 ng = vload16(0, nparams + ngoff + c), nm = vload16(0, nstats + c);                 \
-        const float16 ns = vload16(0, nstats + C + c), nb = vload16(0, nparams + nboff + c);             \
+        NORM_VECS                                                                                        \
         float16 vv[WN];                                                                                  \
         IN_ONCE_BY(RXN, float16, LD16, FIN_ROW, PST16)                                                   \
     }
